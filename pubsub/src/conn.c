@@ -1,0 +1,916 @@
+/*
+ * conn.c - one connection: handshake, reading and dispatching frames, and
+ * the write path shared by the I/O thread and low-latency publishers.
+ *
+ * Write path: conn->out holds control frames and the unwritten tail of a
+ * batch; each outchan ring holds whole data frames. A flush gathers
+ * conn->out plus whole frames from the rings, round-robin across channels,
+ * into one sendmsg of at most batch_max bytes. What the socket did not take
+ * is copied to conn->out, so a ring only ever gives up whole frames and the
+ * next flush continues exactly where the socket stopped.
+ *
+ * Read path: frames are parsed in place in rbuf; a frame that cannot be
+ * delivered yet (a full subscriber or onward channel) is copied to its
+ * channel's backlog, which flow control bounds by the channel's window.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "node.h"
+
+#define OUT_INITIAL 65536
+#define IOV_BATCH 256
+#define BACKLOG_HDR 25 /* type|flags, seq (8), total (8), len (8) */
+
+static void
+conn_epoll(struct conn *c, int op)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
+
+	if (c->epollout || c->state == CONN_CONNECTING) {
+		ev.events |= EPOLLOUT;
+	}
+	ev.data.ptr = &c->ev;
+	epoll_ctl(c->node->epfd, op, c->fd, &ev);
+}
+
+void
+conn_set_epollout(struct conn *c, bool on)
+{
+	if (c->epollout != on && c->state != CONN_DEAD) {
+		c->epollout = on;
+		conn_epoll(c, EPOLL_CTL_MOD);
+	}
+}
+
+struct conn *
+conn_new(struct tern_node *node, int fd, bool outbound, bool connecting, const char *endpoint)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	size_t rcap = 256u << 10;
+
+	if (c == NULL) {
+		return NULL;
+	}
+	if (rcap < 2ull * (node->cfg.chunk_bytes + WIRE_HDR_MAX)) {
+		rcap = 2ull * (node->cfg.chunk_bytes + WIRE_HDR_MAX);
+	}
+	c->rbuf = malloc(rcap);
+	c->out = malloc(OUT_INITIAL);
+	if (c->rbuf == NULL || c->out == NULL) {
+		free(c->rbuf);
+		free(c->out);
+		free(c);
+		return NULL;
+	}
+	c->ev.kind = EV_CONN;
+	c->node = node;
+	c->fd = fd;
+	c->rcap = rcap;
+	c->out_cap = OUT_INITIAL;
+	c->outbound = outbound;
+	c->state = connecting ? CONN_CONNECTING : CONN_HANDSHAKE;
+	c->next_chan = 1;
+	c->low_latency = node->cfg.low_latency;
+	c->batch_max = node->cfg.batch_max_bytes;
+	c->created_ms = c->last_rx_ms = c->last_ping_ms = node_now_ms();
+	c->reasm_budget = node->cfg.queue_max_bytes;
+	snprintf(c->endpoint, sizeof(c->endpoint), "%s", endpoint);
+	pthread_mutex_init(&c->wlock, NULL);
+	c->next = node->conns;
+	node->conns = c;
+	return c;
+}
+
+static void
+send_hello(struct conn *c)
+{
+	struct tern_node *node = c->node;
+	struct ctl_msg m = {.type = CTL_HELLO};
+	uint8_t pre[WIRE_PREAMBLE_LEN];
+	int one = 1;
+
+	/* tern batches by itself; Nagle's delay would only add latency */
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	m.u.hello.id.p = node->id;
+	m.u.hello.id.len = strlen(node->id);
+	m.u.hello.mode = (uint64_t)node->cfg.mode;
+	m.u.hello.low_latency = node->cfg.low_latency;
+	m.u.hello.batch_max = node->cfg.batch_max_bytes;
+	m.u.hello.chunk = node->cfg.chunk_bytes;
+	m.u.hello.max_message = node->cfg.max_message_bytes;
+	m.u.hello.window = node->window_init;
+	m.u.hello.keepalive_ms = node->cfg.keepalive_ms;
+	wire_preamble_encode(pre);
+	pthread_mutex_lock(&c->wlock);
+	memcpy(c->out, pre, sizeof(pre));
+	c->out_len = sizeof(pre);
+	conn_send_ctl_locked(c, &m);
+	conn_flush_locked(c);
+	pthread_mutex_unlock(&c->wlock);
+}
+
+void
+conn_start(struct conn *c)
+{
+	conn_epoll(c, EPOLL_CTL_ADD);
+	if (c->state == CONN_HANDSHAKE) {
+		send_hello(c);
+	}
+}
+
+void
+conn_fail(struct conn *c, const char *why)
+{
+	if (c->state == CONN_DEAD) {
+		return;
+	}
+	atomic_store(&c->dead, 1);
+	c->state = CONN_DEAD;
+	snprintf(c->reason, sizeof(c->reason), "%s", why);
+	epoll_ctl(c->node->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	shutdown(c->fd, SHUT_RDWR);
+	/* publishers blocked on this connection give up on it */
+	for (int i = 0; i < c->nout; i++) {
+		if (c->outv[i]->src->pub != NULL) {
+			pub_wake(c->outv[i]->src->pub);
+		}
+	}
+}
+
+void
+conn_free(struct conn *c)
+{
+	for (int i = 0; i < c->nout; i++) {
+		route_outchan_free(c->outv[i]);
+	}
+	free(c->outv);
+	for (uint32_t i = 0; i < c->ins_cap; i++) {
+		struct inchan *in = c->ins[i];
+		if (in == NULL) {
+			continue;
+		}
+		reasm_reset(&in->reasm, &c->reasm_budget);
+		free(in->done_buf);
+		free(in->backlog);
+		free(in);
+	}
+	free(c->ins);
+	close(c->fd);
+	pthread_mutex_destroy(&c->wlock);
+	free(c->rbuf);
+	free(c->out);
+	free(c);
+}
+
+/* ---- writing ---- */
+
+static bool
+out_reserve(struct conn *c, size_t more)
+{
+	size_t cap = c->out_cap;
+
+	if (c->out_len + more <= cap) {
+		return true;
+	}
+	while (cap < c->out_len + more) {
+		cap *= 2;
+	}
+	uint8_t *p = realloc(c->out, cap);
+	if (p == NULL) {
+		return false;
+	}
+	c->out = p;
+	c->out_cap = cap;
+	return true;
+}
+
+void
+conn_send_ctl_locked(struct conn *c, const struct ctl_msg *m)
+{
+	uint8_t body[CTL_MSG_MAX];
+	struct wire_frame f = {.type = WIRE_CONTROL};
+	int n = ctl_encode(m, body, sizeof(body));
+
+	if (n < 0 || !out_reserve(c, (size_t)n + WIRE_HDR_MAX)) {
+		return;
+	}
+	f.len = (uint64_t)n;
+	c->out_len += wire_header_encode(c->out + c->out_len, &f);
+	memcpy(c->out + c->out_len, body, (size_t)n);
+	c->out_len += (size_t)n;
+	atomic_store(&c->pending, 1);
+}
+
+void
+conn_send_ctl(struct conn *c, const struct ctl_msg *m)
+{
+	pthread_mutex_lock(&c->wlock);
+	conn_send_ctl_locked(c, m);
+	pthread_mutex_unlock(&c->wlock);
+}
+
+/* Bytes of whole frames at the head of ring, at most limit (at least one
+ * frame if it fits in room). */
+static size_t
+frames_prefix(struct ring *r, size_t used, size_t limit, size_t room)
+{
+	size_t off = 0;
+
+	if (used <= limit) {
+		return used;
+	}
+	while (off < used) {
+		uint8_t hdr[WIRE_HDR_MAX];
+		struct wire_frame f;
+		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
+
+		ring_peek(r, off, hdr, n);
+		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
+			break;
+		}
+		size_t flen = hlen + (size_t)f.len;
+		if (off + flen > limit && !(off == 0 && flen <= room)) {
+			break;
+		}
+		off += flen;
+		if (off >= limit) {
+			break;
+		}
+	}
+	return off;
+}
+
+struct batch {
+	struct iovec iov[IOV_BATCH];
+	struct outchan *chan[IOV_BATCH]; /* NULL: conn->out */
+	int n;
+	size_t total;
+	size_t taken[64];
+	struct outchan *took[64];
+	int ntook;
+};
+
+static void
+gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
+{
+	size_t used = ring_used(&oc->ring), already = 0;
+	int k;
+
+	for (k = 0; k < b->ntook; k++) {
+		if (b->took[k] == oc) {
+			already = b->taken[k];
+			break;
+		}
+	}
+	if (used <= already || b->n > IOV_BATCH - 2 || (k == b->ntook && b->ntook == 64)) {
+		return;
+	}
+	size_t take = frames_prefix(&oc->ring, used - already, limit, room);
+	if (take == 0) {
+		return;
+	}
+	int nv = ring_iov(&oc->ring, already, take, &b->iov[b->n]);
+	for (int i = 0; i < nv; i++) {
+		b->chan[b->n + i] = oc;
+	}
+	b->n += nv;
+	b->total += take;
+	if (k == b->ntook) {
+		b->took[b->ntook] = oc;
+		b->taken[b->ntook++] = 0;
+	}
+	b->taken[k] += take;
+}
+
+/* Fill a batch: conn->out first, then a fair share of each channel. */
+static void
+gather(struct conn *c, struct batch *b)
+{
+	size_t budget = c->batch_max;
+	int active = 0;
+
+	b->n = b->ntook = 0;
+	b->total = 0;
+	if (c->out_len > 0) {
+		b->iov[0].iov_base = c->out;
+		b->iov[0].iov_len = c->out_len;
+		b->chan[0] = NULL;
+		b->n = 1;
+		b->total = c->out_len;
+	}
+	if (c->state != CONN_READY || b->total >= budget) {
+		return;
+	}
+	for (int i = 0; i < c->nout; i++) {
+		active += ring_used(&c->outv[i]->ring) > 0;
+	}
+	for (int pass = 0; pass < 2 && active > 0 && b->total < budget; pass++) {
+		size_t share = (budget - b->total) / (size_t)active;
+		for (int i = 0; i < c->nout && b->total < budget; i++) {
+			struct outchan *oc = c->outv[(c->rr + i) % c->nout];
+			gather_chan(b, oc, pass == 0 ? share : budget - b->total,
+				    budget - b->total);
+		}
+	}
+	c->rr = c->nout > 0 ? (c->rr + 1) % c->nout : 0;
+}
+
+/* The socket took `written` bytes of the batch: release them, and move
+ * what it did not take to conn->out. */
+static void
+settle(struct conn *c, struct batch *b, size_t written)
+{
+	size_t out_done = 0;
+	uint8_t *rest = NULL;
+	size_t rest_len = 0;
+
+	for (int i = 0; i < b->n; i++) {
+		size_t len = b->iov[i].iov_len;
+		size_t w = written < len ? written : len;
+		written -= w;
+		if (b->chan[i] == NULL) {
+			out_done = w;
+			continue;
+		}
+		if (w < len) {
+			if (rest == NULL) {
+				rest = malloc(b->total);
+			}
+			if (rest != NULL) {
+				memcpy(rest + rest_len, (uint8_t *)b->iov[i].iov_base + w, len - w);
+				rest_len += len - w;
+			}
+		}
+	}
+	if (out_done > 0) {
+		memmove(c->out, c->out + out_done, c->out_len - out_done);
+		c->out_len -= out_done;
+	}
+	if (rest_len > 0 && out_reserve(c, rest_len)) {
+		memcpy(c->out + c->out_len, rest, rest_len);
+		c->out_len += rest_len;
+	}
+	free(rest);
+	for (int k = 0; k < b->ntook; k++) {
+		ring_consume(&b->took[k]->ring, b->taken[k]);
+		if (b->took[k]->src->pub != NULL && atomic_load(&b->took[k]->src->pub->waiters)) {
+			pub_wake(b->took[k]->src->pub);
+		}
+	}
+}
+
+void
+conn_flush_locked(struct conn *c)
+{
+	struct batch b;
+
+	if (c->state == CONN_DEAD || c->state == CONN_CONNECTING) {
+		return;
+	}
+	atomic_store(&c->pending, 0);
+	for (;;) {
+		struct msghdr mh = {0};
+		gather(c, &b);
+		if (b.total == 0) {
+			conn_set_epollout(c, false);
+			return;
+		}
+		mh.msg_iov = b.iov;
+		mh.msg_iovlen = (size_t)b.n;
+		ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				settle(c, &b, 0);
+				conn_set_epollout(c, true);
+				atomic_store(&c->pending, 1);
+				return;
+			}
+			char why[128];
+			snprintf(why, sizeof(why), "write: %s", strerror(errno));
+			atomic_store(&c->dead, 1);
+			snprintf(c->reason, sizeof(c->reason), "%s", why);
+			return;
+		}
+		atomic_fetch_add(&c->batches, 1);
+		atomic_fetch_add(&c->batch_bytes, (uint64_t)n);
+		settle(c, &b, (size_t)n);
+		if ((size_t)n < b.total) {
+			conn_set_epollout(c, true);
+			atomic_store(&c->pending, 1);
+			return;
+		}
+	}
+}
+
+void
+conn_flush(struct conn *c)
+{
+	pthread_mutex_lock(&c->wlock);
+	conn_flush_locked(c);
+	pthread_mutex_unlock(&c->wlock);
+	if (atomic_load(&c->dead) && c->state != CONN_DEAD) {
+		conn_fail(c, c->reason[0] ? c->reason : "write failed");
+	}
+}
+
+/* ---- reading ---- */
+
+static struct inchan *
+inchan_get(struct conn *c, uint64_t id)
+{
+	return id < c->ins_cap ? c->ins[id] : NULL;
+}
+
+static int
+inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
+{
+	uint64_t id = m->u.open.channel;
+	struct inchan *in;
+
+	if (id == 0 || id > (1u << 20)) {
+		return tern__error(TERN_EPROTO, "channel id %llu out of range",
+				   (unsigned long long)id);
+	}
+	if (id >= c->ins_cap) {
+		uint32_t cap = c->ins_cap ? c->ins_cap : 16;
+		while (cap <= id) {
+			cap *= 2;
+		}
+		struct inchan **p = realloc(c->ins, cap * sizeof(*p));
+		if (p == NULL) {
+			return TERN_ENOMEM;
+		}
+		memset(p + c->ins_cap, 0, (cap - c->ins_cap) * sizeof(*p));
+		c->ins = p;
+		c->ins_cap = cap;
+	}
+	if (c->ins[id] != NULL) {
+		return tern__error(TERN_EPROTO, "channel %llu opened twice", (unsigned long long)id);
+	}
+	in = calloc(1, sizeof(*in));
+	if (in == NULL) {
+		return TERN_ENOMEM;
+	}
+	in->conn = c;
+	in->id = (uint32_t)id;
+	in->src = s;
+	in->next_seq = 1;
+	credit_rx_init(&in->credit, c->node->window_init, c->node->window_max);
+	s->refs++;
+	c->ins[id] = in;
+	return 0;
+}
+
+/* Called by route.c for CTL_OPEN once the source is known. */
+int conn_inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s);
+int
+conn_inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
+{
+	return inchan_open(c, m, s);
+}
+
+static void
+grant(struct conn *c, struct inchan *in, uint64_t bytes)
+{
+	struct ctl_msg m = {.type = CTL_CREDIT};
+
+	if (bytes == 0 || c->state != CONN_READY) {
+		return;
+	}
+	m.u.credit.channel = in->id;
+	m.u.credit.bytes = bytes;
+	conn_send_ctl(c, &m);
+}
+
+static void
+stall(struct tern_node *node, struct inchan *in)
+{
+	if (!in->stalled) {
+		in->stalled = true;
+		in->stall_next = node->stalled;
+		node->stalled = in;
+	}
+}
+
+static bool
+backlog_add(struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8_t *p,
+	    uint64_t len)
+{
+	size_t need = in->blen + BACKLOG_HDR + len;
+
+	if (in->boff > 0 && in->boff == in->blen) {
+		in->boff = in->blen = 0;
+		need = BACKLOG_HDR + len;
+	}
+	if (need > in->bcap) {
+		size_t cap = in->bcap ? in->bcap : 65536;
+		while (cap < need) {
+			cap *= 2;
+		}
+		uint8_t *b = realloc(in->backlog, cap);
+		if (b == NULL) {
+			return false;
+		}
+		in->backlog = b;
+		in->bcap = cap;
+	}
+	uint8_t *w = in->backlog + in->blen;
+	w[0] = (uint8_t)tf;
+	memcpy(w + 1, &seq, 8);
+	memcpy(w + 9, &total, 8);
+	memcpy(w + 17, &len, 8);
+	memcpy(w + BACKLOG_HDR, p, len);
+	in->blen += BACKLOG_HDR + len;
+	return true;
+}
+
+/*
+ * Take one data or chunk frame as far as it can go. Stages for a chunk:
+ * 0 nothing done, 1 forwarded onward, 2 reassembled and waiting for local
+ * delivery. Returns 1 done, 0 must wait (stage kept), <0 fatal.
+ */
+static int
+process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
+	const uint8_t *p, uint64_t len)
+{
+	struct tern_node *node = c->node;
+	struct wire_frame f = {.type = tf & WIRE_TYPE_MASK, .flags = tf & ~WIRE_TYPE_MASK};
+	int rc;
+
+	if (f.type == WIRE_DATA) {
+		if (!route_deliver(node, in, seq, p, len, NULL, true)) {
+			return 0;
+		}
+		grant(c, in, credit_rx_consume(&in->credit, len));
+		return 1;
+	}
+	f.len = len;
+	f.total = total;
+	f.seq = seq;
+	if (in->stage == 0 && (f.flags & WIRE_FLAG_FIRST)) {
+		in->skip_chunks = route_is_duplicate(in, seq);
+	}
+	if (in->skip_chunks) {
+		if (f.flags & WIRE_FLAG_LAST) {
+			in->skip_chunks = false;
+		}
+		grant(c, in, credit_rx_consume(&in->credit, len));
+		return 1;
+	}
+	if (in->stage == 0) {
+		if (!route_forward_chunk(node, in, &f, seq, p)) {
+			return 0;
+		}
+		if (f.flags & WIRE_FLAG_FIRST) {
+			route_note_seq(node, in, seq);
+		}
+		in->stage = 1;
+	}
+	if (in->stage == 1) {
+		if (in->src->nsubs > 0 || in->reasm.active) {
+			rc = reasm_add(&in->reasm, &f, seq, p, node->cfg.max_message_bytes,
+				       &c->reasm_budget);
+			if (rc < 0) {
+				return rc;
+			}
+			if (rc == 1) {
+				in->done_len = in->reasm.total;
+				in->done_seq = in->reasm.seq;
+				in->done_buf = reasm_take(&in->reasm, &c->reasm_budget);
+				in->stage = 2;
+			}
+		}
+		if (in->stage == 1) {
+			in->stage = 0;
+			grant(c, in, credit_rx_consume(&in->credit, len));
+			return 1;
+		}
+	}
+	/* stage 2: the whole message goes to local subscribers */
+	if (!route_deliver(node, in, in->done_seq, in->done_buf, in->done_len, in->done_buf,
+			   false)) {
+		return 0;
+	}
+	in->done_buf = NULL;
+	in->stage = 0;
+	grant(c, in, credit_rx_consume(&in->credit, len));
+	return 1;
+}
+
+/* Retry the backlog of a stalled channel; true once it is empty. */
+bool
+conn_retry_stalled(struct inchan *in)
+{
+	struct conn *c = in->conn;
+
+	if (c->state == CONN_DEAD) {
+		return true;
+	}
+	while (in->boff < in->blen) {
+		const uint8_t *r = in->backlog + in->boff;
+		uint64_t seq, total, len;
+		memcpy(&seq, r + 1, 8);
+		memcpy(&total, r + 9, 8);
+		memcpy(&len, r + 17, 8);
+		int rc = process(c, in, r[0], seq, total, r + BACKLOG_HDR, len);
+		if (rc < 0) {
+			conn_fail(c, tern_last_error());
+			return true;
+		}
+		if (rc == 0) {
+			return false;
+		}
+		in->boff += BACKLOG_HDR + len;
+	}
+	in->boff = in->blen = 0;
+	in->stalled = false;
+	return true;
+}
+
+static int
+on_data(struct conn *c, const struct wire_frame *f, const uint8_t *payload)
+{
+	struct inchan *in = inchan_get(c, f->channel);
+	uint64_t seq;
+	int rc;
+
+	if (in == NULL) {
+		return tern__error(TERN_EPROTO, "data on channel %llu, which was never opened",
+				   (unsigned long long)f->channel);
+	}
+	if (!credit_rx_receive(&in->credit, f->len)) {
+		return tern__error(TERN_EPROTO, "peer overran the flow-control window of channel %u",
+				   in->id);
+	}
+	atomic_fetch_add_explicit(&c->bytes_in, f->len, memory_order_relaxed);
+	if (f->type == WIRE_DATA || (f->flags & WIRE_FLAG_FIRST)) {
+		seq = (f->flags & WIRE_FLAG_SEQ) ? f->seq : in->next_seq;
+		in->next_seq = seq + 1;
+		atomic_fetch_add_explicit(&c->messages_in, 1, memory_order_relaxed);
+	} else {
+		seq = in->next_seq - 1;
+	}
+	if (in->stalled) {
+		return backlog_add(in, f->type | f->flags, seq, f->total, payload, f->len)
+			       ? 0
+			       : TERN_ENOMEM;
+	}
+	rc = process(c, in, f->type | f->flags, seq, f->total, payload, f->len);
+	if (rc == 0) {
+		if (!backlog_add(in, f->type | f->flags, seq, f->total, payload, f->len)) {
+			return TERN_ENOMEM;
+		}
+		stall(c->node, in);
+		return 0;
+	}
+	return rc < 0 ? rc : 0;
+}
+
+static void
+on_hello(struct conn *c, const struct ctl_msg *m)
+{
+	struct tern_node *node = c->node;
+	uint64_t frame_max;
+
+	snprintf(c->peer_id, sizeof(c->peer_id), "%.*s", (int)m->u.hello.id.len,
+		 m->u.hello.id.p);
+	/* either side asking for low latency makes the connection low-latency */
+	c->low_latency = node->cfg.low_latency || m->u.hello.low_latency;
+	c->batch_max = node->cfg.batch_max_bytes;
+	frame_max = node->cfg.chunk_bytes < m->u.hello.chunk ? node->cfg.chunk_bytes
+							     : m->u.hello.chunk;
+	if (frame_max + WIRE_HDR_MAX > c->batch_max) {
+		frame_max = c->batch_max - WIRE_HDR_MAX;
+	}
+	c->frame_max = (uint32_t)frame_max;
+	c->peer_max_message = m->u.hello.max_message;
+	c->peer_window = m->u.hello.window < 4096 ? 4096 : m->u.hello.window;
+	if (c->peer_window < frame_max) {
+		c->peer_window = frame_max;
+	}
+	c->got_hello = true;
+	c->state = CONN_READY;
+	node_log(node, TERN_LOG_INFO, "connected %s %s (%s), %s mode",
+		 c->outbound ? "to" : "from", c->peer_id, c->endpoint,
+		 c->low_latency ? "low-latency" : "batched");
+	route_peer_ready(node, c);
+}
+
+static int
+on_control(struct conn *c, const uint8_t *p, size_t len)
+{
+	struct ctl_msg m;
+
+	if (ctl_decode(p, len, &m) != 0) {
+		return tern__error(TERN_EPROTO, "malformed control message");
+	}
+	if (!c->got_hello) {
+		if (m.type != CTL_HELLO) {
+			return tern__error(TERN_EPROTO, "the peer did not start with a handshake");
+		}
+		on_hello(c, &m);
+		return 0;
+	}
+	switch (m.type) {
+	case CTL_HELLO:
+		return tern__error(TERN_EPROTO, "a second handshake");
+	case CTL_SYNC:
+		c->peer_synced = true;
+		node_peer_ready(c->node, c);
+		return 0;
+	case CTL_PING: {
+		struct ctl_msg r = {.type = CTL_PONG};
+		r.u.token = m.u.token;
+		conn_send_ctl(c, &r);
+		return 0;
+	}
+	case CTL_PONG:
+		return 0;
+	case CTL_GOODBYE:
+		node_log(c->node, TERN_LOG_INFO, "%s said goodbye: %.*s", c->peer_id,
+			 (int)m.u.reason.len, m.u.reason.p);
+		conn_fail(c, "the peer said goodbye");
+		return 0;
+	case CTL_BLOCKED: {
+		struct inchan *in = inchan_get(c, m.u.credit.channel);
+		if (in != NULL) {
+			grant(c, in, credit_rx_blocked(&in->credit, !in->stalled));
+		}
+		return 0;
+	}
+	default:
+		return route_on_ctl(c->node, c, &m);
+	}
+}
+
+static int
+on_preamble(struct conn *c)
+{
+	int version = 0;
+	int rc = wire_preamble_decode(c->rbuf, &version);
+
+	if (rc == TERN_EPROTO) {
+		return tern__error(rc, "the peer at %s is not a tern node (bad magic)",
+				   c->endpoint);
+	}
+	if (rc == TERN_EVERSION) {
+		return tern__error(rc,
+				   "the peer at %s speaks tern protocol version %d; this node "
+				   "speaks version %d",
+				   c->endpoint, version, TERN_PROTOCOL_VERSION);
+	}
+	c->got_preamble = true;
+	return 0;
+}
+
+/* Parse and dispatch every complete frame in rbuf. */
+static int
+parse(struct conn *c)
+{
+	size_t pos = 0;
+	int rc = 0;
+
+	if (!c->got_preamble) {
+		if (c->rlen < WIRE_PREAMBLE_LEN) {
+			return 0;
+		}
+		if ((rc = on_preamble(c)) != 0) {
+			return rc;
+		}
+		pos = WIRE_PREAMBLE_LEN;
+	}
+	while (pos < c->rlen && c->state != CONN_DEAD) {
+		struct wire_frame f;
+		size_t hlen;
+		uint64_t max = c->node->cfg.chunk_bytes > CTL_MSG_MAX ? c->node->cfg.chunk_bytes
+								    : CTL_MSG_MAX;
+
+		rc = wire_header_decode(c->rbuf + pos, c->rlen - pos, max, &f, &hlen);
+		if (rc < 0) {
+			return tern__error(rc, "bad frame header from %s", c->endpoint);
+		}
+		if (rc == 0 || f.len > c->rlen - pos - hlen) {
+			break;
+		}
+		const uint8_t *payload = c->rbuf + pos + hlen;
+		if (f.type == WIRE_CONTROL) {
+			rc = on_control(c, payload, (size_t)f.len);
+		} else if (!c->got_hello) {
+			rc = tern__error(TERN_EPROTO, "data before the handshake");
+		} else {
+			rc = on_data(c, &f, payload);
+		}
+		if (rc < 0) {
+			return rc;
+		}
+		pos += hlen + (size_t)f.len;
+	}
+	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
+	c->rlen -= pos;
+	return 0;
+}
+
+static void
+on_readable(struct conn *c)
+{
+	for (int i = 0; i < 8 && c->state != CONN_DEAD; i++) {
+		ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+		if (n == 0) {
+			conn_fail(c, "the peer closed the connection");
+			return;
+		}
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			if (errno != EAGAIN) {
+				conn_fail(c, strerror(errno));
+			}
+			return;
+		}
+		c->rlen += (size_t)n;
+		c->last_rx_ms = node_now_ms();
+		if (parse(c) != 0) {
+			node_log(c->node, TERN_LOG_WARN, "closing %s: %s", c->endpoint,
+				 tern_last_error());
+			if (!c->got_preamble || tern_last_error()[0]) {
+				struct ctl_msg m = {.type = CTL_GOODBYE};
+				m.u.reason.p = tern_last_error();
+				m.u.reason.len = strlen(m.u.reason.p);
+				conn_send_ctl(c, &m);
+				conn_flush(c);
+			}
+			conn_fail(c, tern_last_error());
+			return;
+		}
+		if ((size_t)n < c->rcap / 2) {
+			return;
+		}
+	}
+}
+
+void
+conn_on_event(struct conn *c, uint32_t events)
+{
+	if (c->state == CONN_DEAD) {
+		return;
+	}
+	if (c->state == CONN_CONNECTING) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err != 0 || (events & (EPOLLERR | EPOLLHUP))) {
+			conn_fail(c, err ? strerror(err) : "connection failed");
+			return;
+		}
+		if (!(events & EPOLLOUT)) {
+			return;
+		}
+		c->state = CONN_HANDSHAKE;
+		conn_epoll(c, EPOLL_CTL_MOD);
+		send_hello(c);
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
+		on_readable(c);
+	}
+	if ((events & EPOLLOUT) && c->state != CONN_DEAD) {
+		conn_flush(c);
+	}
+}
+
+void
+conn_timers(struct conn *c, uint64_t now)
+{
+	struct tern_node *node = c->node;
+
+	if (c->state == CONN_DEAD) {
+		return;
+	}
+	if (!c->got_hello && now - c->created_ms > node->cfg.handshake_timeout_ms) {
+		conn_fail(c, "no handshake before the deadline");
+		return;
+	}
+	if (c->got_hello && now - c->last_rx_ms > 3ull * node->cfg.keepalive_ms) {
+		conn_fail(c, "the peer went silent (keepalive deadline)");
+		return;
+	}
+	if (c->got_hello && now - c->last_ping_ms >= node->cfg.keepalive_ms) {
+		struct ctl_msg m = {.type = CTL_PING};
+		m.u.token = now;
+		c->last_ping_ms = now;
+		conn_send_ctl(c, &m);
+	}
+}

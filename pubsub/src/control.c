@@ -1,0 +1,258 @@
+/*
+ * control.c - MessagePack encoding of control messages through libmpack.
+ *
+ * The decoder reads token by token and checks each one's type against the
+ * message's schema; libmpack must never be asked to read from an empty
+ * buffer, so every read goes through next().
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include <mpack.h>
+
+#include "control.h"
+#include "error.h"
+
+struct enc {
+	mpack_tokbuf_t tb;
+	char *p;
+	size_t left;
+	bool full;
+};
+
+static void
+put(struct enc *e, mpack_token_t t)
+{
+	if (!e->full && mpack_write(&e->tb, &e->p, &e->left, &t) != MPACK_OK) {
+		e->full = true;
+	}
+}
+
+static void
+put_str(struct enc *e, struct ctl_str s)
+{
+	put(e, mpack_pack_str((mpack_uint32_t)s.len));
+	if (s.len > 0) {
+		put(e, mpack_pack_chunk(s.p, (mpack_uint32_t)s.len));
+	}
+}
+
+static void
+put_uint(struct enc *e, uint64_t v)
+{
+	put(e, mpack_pack_uint(v));
+}
+
+static int
+arity(int type)
+{
+	static const int n[] = {[CTL_HELLO] = 9, [CTL_SYNC] = 1,    [CTL_SUB] = 5,
+				[CTL_UNSUB] = 3, [CTL_OPEN] = 5,    [CTL_CLOSE] = 2,
+				[CTL_CREDIT] = 3, [CTL_BLOCKED] = 3, [CTL_PING] = 2,
+				[CTL_PONG] = 2,  [CTL_GOODBYE] = 2};
+
+	return (type >= CTL_HELLO && type <= CTL_GOODBYE) ? n[type] : 0;
+}
+
+int
+ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
+{
+	struct enc e = {.p = (char *)out, .left = cap};
+
+	if (arity(m->type) == 0) {
+		return TERN_EINVAL;
+	}
+	mpack_tokbuf_init(&e.tb);
+	put(&e, mpack_pack_array((mpack_uint32_t)arity(m->type)));
+	put_uint(&e, (uint64_t)m->type);
+	switch (m->type) {
+	case CTL_HELLO:
+		put_str(&e, m->u.hello.id);
+		put_uint(&e, m->u.hello.mode);
+		put(&e, mpack_pack_boolean(m->u.hello.low_latency));
+		put_uint(&e, m->u.hello.batch_max);
+		put_uint(&e, m->u.hello.chunk);
+		put_uint(&e, m->u.hello.max_message);
+		put_uint(&e, m->u.hello.window);
+		put_uint(&e, m->u.hello.keepalive_ms);
+		break;
+	case CTL_SUB:
+	case CTL_UNSUB:
+		put_str(&e, m->u.sub.origin);
+		put_uint(&e, m->u.sub.sub_id);
+		if (m->type == CTL_SUB) {
+			put_uint(&e, m->u.sub.hops);
+			put_str(&e, m->u.sub.keyexpr);
+		}
+		break;
+	case CTL_OPEN:
+		put_uint(&e, m->u.open.channel);
+		put_str(&e, m->u.open.publisher);
+		put_str(&e, m->u.open.key);
+		put_uint(&e, m->u.open.reliability);
+		break;
+	case CTL_CLOSE:
+		put_uint(&e, m->u.credit.channel);
+		break;
+	case CTL_CREDIT:
+	case CTL_BLOCKED:
+		put_uint(&e, m->u.credit.channel);
+		put_uint(&e, m->u.credit.bytes);
+		break;
+	case CTL_PING:
+	case CTL_PONG:
+		put_uint(&e, m->u.token);
+		break;
+	case CTL_GOODBYE:
+		put_str(&e, m->u.reason);
+		break;
+	default:
+		break;
+	}
+	if (e.full) {
+		return TERN_EINVAL;
+	}
+	return (int)(cap - e.left);
+}
+
+struct dec {
+	mpack_tokbuf_t tb;
+	const char *p;
+	size_t left;
+	bool bad;
+};
+
+static mpack_token_t
+next(struct dec *d)
+{
+	mpack_token_t t = {0};
+
+	if (d->bad || d->left == 0 || mpack_read(&d->tb, &d->p, &d->left, &t) != MPACK_OK) {
+		d->bad = true;
+		t.type = 0;
+	}
+	return t;
+}
+
+static uint64_t
+get_uint(struct dec *d)
+{
+	mpack_token_t t = next(d);
+
+	if (t.type != MPACK_TOKEN_UINT) {
+		d->bad = true;
+		return 0;
+	}
+	return mpack_unpack_uint(t);
+}
+
+static bool
+get_bool(struct dec *d)
+{
+	mpack_token_t t = next(d);
+
+	if (t.type != MPACK_TOKEN_BOOLEAN) {
+		d->bad = true;
+		return false;
+	}
+	return mpack_unpack_boolean(t);
+}
+
+/* A string of at most max bytes, delivered by libmpack as one chunk. */
+static struct ctl_str
+get_str(struct dec *d, size_t max)
+{
+	struct ctl_str s = {"", 0};
+	mpack_token_t t = next(d);
+
+	if (t.type != MPACK_TOKEN_STR || t.length > max || t.length > d->left) {
+		d->bad = true;
+		return s;
+	}
+	if (t.length == 0) {
+		return s;
+	}
+	t = next(d);
+	if (t.type != MPACK_TOKEN_CHUNK) {
+		d->bad = true;
+		return s;
+	}
+	s.p = t.data.chunk_ptr;
+	s.len = t.length;
+	return s;
+}
+
+static void
+decode_body(struct dec *d, struct ctl_msg *m)
+{
+	switch (m->type) {
+	case CTL_HELLO:
+		m->u.hello.id = get_str(d, CTL_ID_MAX);
+		m->u.hello.mode = get_uint(d);
+		m->u.hello.low_latency = get_bool(d);
+		m->u.hello.batch_max = get_uint(d);
+		m->u.hello.chunk = get_uint(d);
+		m->u.hello.max_message = get_uint(d);
+		m->u.hello.window = get_uint(d);
+		m->u.hello.keepalive_ms = get_uint(d);
+		break;
+	case CTL_SUB:
+	case CTL_UNSUB:
+		m->u.sub.origin = get_str(d, CTL_ID_MAX);
+		m->u.sub.sub_id = get_uint(d);
+		if (m->type == CTL_SUB) {
+			m->u.sub.hops = get_uint(d);
+			m->u.sub.keyexpr = get_str(d, CTL_TEXT_MAX);
+		}
+		break;
+	case CTL_OPEN:
+		m->u.open.channel = get_uint(d);
+		m->u.open.publisher = get_str(d, CTL_ID_MAX + 24);
+		m->u.open.key = get_str(d, CTL_TEXT_MAX);
+		m->u.open.reliability = get_uint(d);
+		break;
+	case CTL_CLOSE:
+		m->u.credit.channel = get_uint(d);
+		break;
+	case CTL_CREDIT:
+	case CTL_BLOCKED:
+		m->u.credit.channel = get_uint(d);
+		m->u.credit.bytes = get_uint(d);
+		break;
+	case CTL_PING:
+	case CTL_PONG:
+		m->u.token = get_uint(d);
+		break;
+	case CTL_GOODBYE:
+		m->u.reason = get_str(d, CTL_TEXT_MAX);
+		break;
+	default:
+		break;
+	}
+}
+
+int
+ctl_decode(const uint8_t *p, size_t len, struct ctl_msg *m)
+{
+	struct dec d = {.p = (const char *)p, .left = len};
+	mpack_token_t t;
+	uint64_t type;
+
+	memset(m, 0, sizeof(*m));
+	mpack_tokbuf_init(&d.tb);
+	t = next(&d);
+	if (d.bad || t.type != MPACK_TOKEN_ARRAY) {
+		return TERN_EPROTO;
+	}
+	type = get_uint(&d);
+	if (d.bad || type > CTL_GOODBYE || arity((int)type) == 0 ||
+	    t.length != (mpack_uint32_t)arity((int)type)) {
+		return TERN_EPROTO;
+	}
+	m->type = (int)type;
+	decode_body(&d, m);
+	if (d.bad || d.left != 0) {
+		return TERN_EPROTO;
+	}
+	return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * control.h - control messages (handshake, declarations, credit, goodbye).
+ *
+ * Each control message is a MessagePack array whose first element is the
+ * message type; it travels as the payload of a WIRE_CONTROL frame. Decoded
+ * strings point into the input buffer (no copies, no allocation).
+ */
+#ifndef TERN_CONTROL_H
+#define TERN_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ctl_type {
+	CTL_HELLO = 1,
+	CTL_SYNC = 2,
+	CTL_SUB = 3,
+	CTL_UNSUB = 4,
+	CTL_OPEN = 5,
+	CTL_CLOSE = 6,
+	CTL_CREDIT = 7,
+	CTL_BLOCKED = 8,
+	CTL_PING = 9,
+	CTL_PONG = 10,
+	CTL_GOODBYE = 11
+};
+
+#define CTL_ID_MAX 255
+#define CTL_TEXT_MAX 1024
+/* Largest encoded control message: a few strings of CTL_TEXT_MAX and ints. */
+#define CTL_MSG_MAX 4096
+
+struct ctl_str {
+	const char *p;
+	size_t len;
+};
+
+struct ctl_msg {
+	int type;
+	union {
+		struct {
+			struct ctl_str id;
+			uint64_t mode;
+			bool low_latency;
+			uint64_t batch_max;
+			uint64_t chunk;
+			uint64_t max_message;
+			uint64_t window;
+			uint64_t keepalive_ms;
+		} hello;
+		struct {
+			struct ctl_str origin;
+			uint64_t sub_id;
+			uint64_t hops;
+			struct ctl_str keyexpr;
+		} sub; /* CTL_SUB; CTL_UNSUB uses origin and sub_id */
+		struct {
+			uint64_t channel;
+			struct ctl_str publisher;
+			struct ctl_str key;
+			uint64_t reliability;
+		} open;
+		struct {
+			uint64_t channel;
+			uint64_t bytes; /* CTL_CREDIT: bytes granted; CTL_BLOCKED: window seen */
+		} credit;           /* CTL_CREDIT, CTL_BLOCKED, CTL_CLOSE (channel only) */
+		uint64_t token;     /* CTL_PING, CTL_PONG */
+		struct ctl_str reason; /* CTL_GOODBYE */
+	} u;
+};
+
+/* Encode into out (cap bytes). Returns the length, or TERN_EINVAL if it does not fit. */
+int ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap);
+
+/* Decode exactly len bytes. 0 or TERN_EPROTO (any malformed, truncated or trailing input). */
+int ctl_decode(const uint8_t *p, size_t len, struct ctl_msg *m);
+
+#endif

@@ -1,0 +1,305 @@
+/*
+ * node.h - the internal structures of a node, shared by node.c (lifecycle,
+ * event loop, dialing), conn.c (one connection's read and write paths),
+ * route.c (subscriptions, sources and delivery), pub.c and sub.c.
+ *
+ * Threading: one I/O thread per node owns every structure here, except:
+ *  - a publisher's route (its outchans and local subs) is read by
+ *    publishing threads under pub->lock, and changed by the I/O thread
+ *    under the same lock;
+ *  - an outchan's ring has one producer (the publisher holding pub->lock,
+ *    or the I/O thread for forwarded traffic) and one consumer (whoever
+ *    holds conn->wlock and flushes); its credit is atomic;
+ *  - conn->out and the socket writes are under conn->wlock;
+ *  - a pull subscriber's ring is filled under sub->push_lock and drained by
+ *    the one thread calling tern_sub_recv.
+ * API calls that change structure run on the I/O thread via node_call().
+ * Lock order: pub->lock, then sub->push_lock or conn->wlock; never the reverse.
+ */
+#ifndef TERN_NODE_H
+#define TERN_NODE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tern/tern.h"
+
+#include "control.h"
+#include "credit.h"
+#include "endpoint.h"
+#include "reasm.h"
+#include "ring.h"
+#include "wire.h"
+
+enum evkind { EV_WAKE = 1, EV_LISTENER, EV_CONN };
+
+struct evsrc {
+	int kind;
+};
+
+struct tern_sub;
+struct tern_pub;
+struct conn;
+
+/* The sending side of one channel on one connection. */
+struct outchan {
+	struct conn *conn;
+	struct src *src;
+	uint32_t id;
+	struct ring ring;
+	_Atomic int64_t credit;    /* bytes the receiver still accepts */
+	atomic_bool detached;      /* no longer routed: close once drained */
+	atomic_bool blocked_sent;  /* a BLOCKED report went out since the last credit */
+	uint64_t last_seq;         /* producer side: the last sequence number queued */
+	bool open_sent;
+	uint64_t messages, bytes, dropped;
+};
+
+/* A source of messages: a local publisher or a remote one seen on the wire. */
+struct src {
+	char *key;
+	size_t key_len;
+	char *publisher;
+	uint64_t instance;
+	int reliability;
+	struct tern_pub *pub; /* local publisher, or NULL */
+	uint64_t last_seq;    /* remote: the highest sequence delivered (duplicates dropped) */
+	bool seen;            /* remote: a message has arrived */
+	int refs;             /* remote: inchans using it */
+	struct outchan **outs;
+	int nouts, outs_cap;
+	struct tern_sub **subs;
+	int nsubs, subs_cap;
+	struct src *next;
+};
+
+/* The receiving side of a channel. */
+struct inchan {
+	struct conn *conn;
+	struct src *src;
+	uint32_t id;
+	struct credit_rx credit;
+	uint64_t next_seq;
+	struct reasm reasm;
+	bool skip_chunks;   /* the chunked message in progress is a duplicate */
+	int stage;          /* progress on the frame at the head (see conn.c) */
+	uint8_t *done_buf;  /* a reassembled message waiting for delivery */
+	uint64_t done_len, done_seq;
+	/* frames that could not be delivered yet, in arrival order */
+	uint8_t *backlog;
+	size_t blen, bcap, boff;
+	bool stalled;
+	struct inchan *stall_next;
+};
+
+enum conn_state { CONN_CONNECTING, CONN_HANDSHAKE, CONN_READY, CONN_DEAD };
+
+struct conn {
+	struct evsrc ev;
+	struct tern_node *node;
+	int fd;
+	int state;
+	bool outbound;
+	struct dialer *dialer;
+	char endpoint[ENDPOINT_MAX];
+	char peer_id[CTL_ID_MAX + 1];
+	char reason[256];     /* why it closed */
+	bool low_latency;
+	bool peer_synced;
+	bool counted_ready;
+	uint32_t batch_max;   /* largest write */
+	uint32_t frame_max;   /* largest payload in one frame we send */
+	uint32_t recv_frame_max;
+	uint64_t peer_max_message;
+	uint64_t peer_window;
+	uint64_t reasm_budget;
+	uint64_t created_ms, last_rx_ms, last_ping_ms;
+
+	pthread_mutex_t wlock;
+	uint8_t *out;
+	size_t out_len, out_cap;
+	bool epollout;
+	atomic_int dead;      /* set first when the connection fails */
+	atomic_int pending;   /* rings may hold data */
+	_Atomic uint64_t last_direct_ns;
+
+	struct outchan **outv;
+	int nout, out_cap_v, rr;
+	uint32_t next_chan;
+	struct inchan **ins;
+	uint32_t ins_cap;
+
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	bool got_preamble, got_hello;
+
+	_Atomic uint64_t batches, batch_bytes, bytes_out, messages_in, bytes_in;
+	struct conn *next;
+};
+
+struct dialer {
+	char endpoint[ENDPOINT_MAX];
+	struct endpoint ep;
+	struct conn *conn;
+	uint64_t next_at_ms;
+	uint32_t backoff_ms;
+	bool failed_logged;
+	struct dialer *next;
+};
+
+struct listener {
+	struct evsrc ev;
+	int fd;
+	char endpoint[ENDPOINT_MAX];
+	char path[ENDPOINT_MAX]; /* unix socket file to remove */
+	struct listener *next;
+};
+
+/* A subscription known to this node: local, or declared by peers. */
+struct interest {
+	char *origin;
+	uint64_t sub_id;
+	char *keyexpr;
+	size_t ke_len;
+	uint64_t hops;
+	struct tern_sub *local;
+	struct conn **from; /* peers that declared it; from[0] is the route toward it */
+	int nfrom, from_cap;
+	struct interest *next;
+};
+
+struct call {
+	int (*fn)(struct tern_node *node, void *arg);
+	void *arg;
+	int rc;
+	bool done;
+	struct call *next;
+};
+
+struct tern_node {
+	tern_config cfg;
+	char id[CTL_ID_MAX + 1];
+	uint64_t instance;
+	struct evsrc wake_ev;
+	int epfd, wakefd;
+	pthread_t thread;
+	atomic_int sleeping;
+	atomic_bool stop;
+
+	pthread_mutex_t lock; /* calls, ready count */
+	pthread_cond_t cond;
+	struct call *calls;
+	int ready_peers;
+
+	/* owned by the I/O thread */
+	struct conn *conns;
+	struct listener *listeners;
+	struct dialer *dialers;
+	struct interest *interests;
+	struct src *remote;
+	struct tern_pub *pubs;
+	struct tern_sub *subs;
+	struct inchan *stalled;
+	bool subs_blocked; /* a pull subscriber was full */
+	uint64_t next_sub_id, next_pub_id;
+	uint64_t window_init, window_max;
+
+	_Atomic uint64_t messages_out, bytes_out, dropped, messages_in, bytes_in;
+};
+
+struct tern_pub {
+	struct tern_node *node;
+	struct src src;
+	pthread_mutex_t lock;      /* the route and the sequence */
+	pthread_mutex_t wait_lock; /* waiting for credit or ring space */
+	pthread_cond_t wait_cond;
+	atomic_int waiters;
+	uint64_t seq;
+	uint64_t id;
+	_Atomic uint64_t messages, bytes, dropped;
+	struct tern_pub *next;
+};
+
+struct tern_sub {
+	struct tern_node *node;
+	char *keyexpr;
+	size_t ke_len;
+	uint64_t id;
+	tern_sub_fn fn;
+	void *arg;
+	struct ring ring;          /* pull: queued entries */
+	pthread_mutex_t push_lock; /* producers of the ring; recv waits here */
+	pthread_cond_t cond;
+	atomic_int waiting;
+	atomic_bool stalled;       /* the I/O thread is waiting for room */
+	size_t consume_next;       /* bytes of the entry handed out by the last recv */
+	void *heap;                /* the large message handed out by the last recv */
+	uint8_t *scratch;
+	size_t scratch_cap;
+	_Atomic uint64_t messages, bytes, missed;
+	struct tern_sub *next;
+};
+
+/* node.c */
+int node_call(struct tern_node *node, int (*fn)(struct tern_node *, void *), void *arg);
+void node_wake(struct tern_node *node);
+uint64_t node_now_ms(void);
+uint64_t node_now_ns(void);
+void node_log(struct tern_node *node, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void node_peer_ready(struct tern_node *node, struct conn *c);
+
+/* conn.c */
+struct conn *conn_new(struct tern_node *node, int fd, bool outbound, bool connecting,
+		      const char *endpoint);
+void conn_start(struct conn *c);
+void conn_on_event(struct conn *c, uint32_t events);
+void conn_flush(struct conn *c);
+void conn_flush_locked(struct conn *c);
+void conn_send_ctl(struct conn *c, const struct ctl_msg *m);
+void conn_send_ctl_locked(struct conn *c, const struct ctl_msg *m);
+void conn_fail(struct conn *c, const char *why);
+void conn_free(struct conn *c);
+bool conn_retry_stalled(struct inchan *in);
+void conn_timers(struct conn *c, uint64_t now);
+void conn_set_epollout(struct conn *c, bool on);
+
+/* route.c */
+void route_peer_ready(struct tern_node *node, struct conn *c);
+void route_conn_gone(struct tern_node *node, struct conn *c);
+int route_on_ctl(struct tern_node *node, struct conn *c, const struct ctl_msg *m);
+void route_recompute(struct tern_node *node);
+int route_add_local_sub(struct tern_node *node, struct tern_sub *sub);
+void route_remove_local_sub(struct tern_node *node, struct tern_sub *sub);
+struct outchan *route_outchan_new(struct conn *c, struct src *s);
+void route_outchan_free(struct outchan *oc);
+void route_src_clear(struct src *s);
+/* Deliver one message of a remote source to local subs and onward peers.
+ * Returns true if delivered (or dropped by policy), false if it must wait. */
+bool route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uint8_t *data,
+		   size_t len, uint8_t *heap, bool whole);
+/* Chunked messages: is this first chunk a duplicate; note its sequence number. */
+bool route_is_duplicate(struct inchan *in, uint64_t seq);
+void route_note_seq(struct tern_node *node, struct inchan *in, uint64_t seq);
+bool route_forward_chunk(struct tern_node *node, struct inchan *in, const struct wire_frame *f,
+			 uint64_t seq, const uint8_t *payload);
+
+/* pub.c */
+void pub_wake(struct tern_pub *pub);
+/* Queue or write one message on an outchan; used by publishers and forwarding. */
+int outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
+		 struct tern_pub *pub, uint64_t deadline_ms);
+int outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload);
+bool outchan_has_room(struct outchan *oc, size_t len);
+
+/* sub.c */
+size_t sub_entry_size(const struct src *s, size_t len, bool heap);
+bool sub_has_room(struct tern_sub *sub, size_t entry);
+void sub_push(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
+	      size_t len, uint8_t *heap);
+void sub_call(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
+	      size_t len);
+
+#endif

@@ -1,0 +1,409 @@
+/*
+ * pub.c - publishers: the publish path, flow-control waits, and the choice
+ * between queueing for the I/O thread and writing at once.
+ *
+ * Publish copies the frame into each routed channel's ring under the
+ * publisher's lock. Then:
+ *  - low-latency connections write it from this thread immediately;
+ *  - batched connections leave it for the I/O thread, which is either busy
+ *    (and will take it with the rest of its batch) or asleep; an asleep
+ *    thread is woken, except that a publication arriving after a quiet
+ *    spell is written directly, so batching adds no latency at low load.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "error.h"
+#include "keyexpr.h"
+#include "node.h"
+
+#define QUIET_NS 20000 /* a gap this long since the last direct write means low load */
+
+void
+pub_wake(struct tern_pub *pub)
+{
+	if (atomic_load(&pub->waiters) > 0) {
+		pthread_mutex_lock(&pub->wait_lock);
+		pthread_cond_broadcast(&pub->wait_cond);
+		pthread_mutex_unlock(&pub->wait_lock);
+	}
+}
+
+static void
+send_blocked(struct outchan *oc)
+{
+	struct ctl_msg m = {.type = CTL_BLOCKED};
+
+	if (atomic_exchange(&oc->blocked_sent, true)) {
+		return;
+	}
+	m.u.credit.channel = oc->id;
+	m.u.credit.bytes = 0;
+	conn_send_ctl(oc->conn, &m);
+	if (atomic_load(&oc->conn->node->sleeping)) {
+		node_wake(oc->conn->node);
+	}
+}
+
+bool
+outchan_has_room(struct outchan *oc, size_t len)
+{
+	size_t frames = len / (oc->conn->frame_max ? oc->conn->frame_max : 1) + 1;
+
+	if (atomic_load_explicit(&oc->credit, memory_order_acquire) < (int64_t)len) {
+		send_blocked(oc);
+		return false;
+	}
+	return ring_space(&oc->ring) >= len + frames * WIRE_HDR_MAX;
+}
+
+static void
+kick(struct outchan *oc)
+{
+	struct conn *c = oc->conn;
+	struct tern_node *node = c->node;
+
+	if (c->low_latency) {
+		pthread_mutex_lock(&c->wlock);
+		conn_flush_locked(c);
+		pthread_mutex_unlock(&c->wlock);
+		return;
+	}
+	if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
+		atomic_store(&c->pending, 1);
+	}
+	if (pthread_equal(pthread_self(), node->thread) || !atomic_load(&node->sleeping)) {
+		return;
+	}
+	uint64_t now = node_now_ns();
+	if (now - atomic_load(&c->last_direct_ns) > QUIET_NS && pthread_mutex_trylock(&c->wlock) == 0) {
+		atomic_store(&c->last_direct_ns, now);
+		conn_flush_locked(c);
+		pthread_mutex_unlock(&c->wlock);
+		return;
+	}
+	atomic_store(&c->last_direct_ns, now);
+	if (atomic_exchange(&node->sleeping, 0)) {
+		node_wake(node);
+	}
+}
+
+int
+outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload)
+{
+	uint8_t hdr[WIRE_HDR_MAX];
+	size_t hlen = wire_header_encode(hdr, f);
+
+	atomic_fetch_sub(&oc->credit, (int64_t)f->len);
+	ring_put(&oc->ring, hdr, hlen, payload, (size_t)f->len);
+	kick(oc);
+	return 0;
+}
+
+/* Wait until oc has room for len bytes; false on timeout, detach or death. */
+static bool
+wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadline_ms)
+{
+	struct timespec ts;
+
+	atomic_fetch_add(&pub->waiters, 1);
+	pthread_mutex_lock(&pub->wait_lock);
+	while (!outchan_has_room(oc, len)) {
+		if (atomic_load(&oc->detached) || atomic_load(&oc->conn->dead) ||
+		    node_now_ms() >= deadline_ms) {
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 2000000; /* re-check: a grant may race with this wait */
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&pub->wait_cond, &pub->wait_lock, &ts);
+	}
+	pthread_mutex_unlock(&pub->wait_lock);
+	atomic_fetch_sub(&pub->waiters, 1);
+	return outchan_has_room(oc, len) && !atomic_load(&oc->detached);
+}
+
+/*
+ * One message on one outchan: a data frame, or chunks for a message larger
+ * than a frame. may_wait: reliable publishers wait for room until
+ * deadline_ms; otherwise a full channel drops the message.
+ */
+int
+outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
+	     struct tern_pub *pub, uint64_t deadline_ms)
+{
+	struct wire_frame f = {.type = WIRE_DATA, .channel = oc->id};
+	size_t fmax = oc->conn->frame_max;
+	size_t off = 0;
+
+	if (seq != oc->last_seq + 1) {
+		f.flags = WIRE_FLAG_SEQ;
+		f.seq = seq;
+	}
+	if (len <= fmax) {
+		if (!outchan_has_room(oc, len) && (!may_wait || !wait_room(oc, len, pub, deadline_ms))) {
+			oc->dropped++;
+			return may_wait ? TERN_ETIMEDOUT : TERN_EAGAIN;
+		}
+		f.len = len;
+		oc->last_seq = seq;
+		oc->messages++;
+		oc->bytes += len;
+		return outchan_put_frame(oc, &f, data);
+	}
+	f.type = WIRE_CHUNK;
+	f.total = len;
+	while (off < len) {
+		size_t n = len - off < fmax ? len - off : fmax;
+		f.flags = (f.flags & WIRE_FLAG_SEQ) | (off == 0 ? WIRE_FLAG_FIRST : 0) |
+			  (off + n == len ? WIRE_FLAG_LAST : 0);
+		f.len = n;
+		/* once a message has started, finish it: the receiver holds it open */
+		bool wait = may_wait || off > 0;
+		if (!outchan_has_room(oc, n) &&
+		    (!wait || pub == NULL || !wait_room(oc, n, pub, deadline_ms))) {
+			oc->dropped++;
+			return may_wait ? TERN_ETIMEDOUT : TERN_EAGAIN;
+		}
+		outchan_put_frame(oc, &f, data + off);
+		f.flags &= ~WIRE_FLAG_SEQ;
+		off += n;
+	}
+	oc->last_seq = seq;
+	oc->messages++;
+	oc->bytes += len;
+	return 0;
+}
+
+static int
+do_pub_open(struct tern_node *node, void *arg)
+{
+	struct tern_pub *pub = arg;
+
+	pub->id = node->next_pub_id++;
+	snprintf(pub->src.publisher, CTL_ID_MAX + 24, "%s/%llu", node->id,
+		 (unsigned long long)pub->id);
+	pub->next = node->pubs;
+	node->pubs = pub;
+	route_recompute(node);
+	return 0;
+}
+
+int
+tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliability)
+{
+	struct tern_pub *pub;
+	int rc;
+
+	if (out == NULL || node == NULL) {
+		return tern__error(TERN_EINVAL, "tern_pub_open: no node");
+	}
+	if ((rc = tern_key_check(key)) != 0) {
+		return rc;
+	}
+	pub = calloc(1, sizeof(*pub));
+	if (pub == NULL) {
+		return TERN_ENOMEM;
+	}
+	pub->node = node;
+	pub->src.key = strdup(key);
+	pub->src.key_len = strlen(key);
+	pub->src.publisher = malloc(CTL_ID_MAX + 24);
+	pub->src.pub = pub;
+	pub->src.instance = node->instance;
+	pub->src.reliability = reliability < 0 ? node->cfg.reliability : reliability;
+	if (pub->src.key == NULL || pub->src.publisher == NULL) {
+		free(pub->src.key);
+		free(pub->src.publisher);
+		free(pub);
+		return TERN_ENOMEM;
+	}
+	pthread_mutex_init(&pub->lock, NULL);
+	pthread_mutex_init(&pub->wait_lock, NULL);
+	pthread_cond_init(&pub->wait_cond, NULL);
+	node_call(node, do_pub_open, pub);
+	*out = pub;
+	return 0;
+}
+
+static int
+publish_local(struct tern_pub *pub, const uint8_t *data, size_t len, uint64_t deadline_ms)
+{
+	struct src *s = &pub->src;
+	bool reliable = s->reliability == TERN_RELIABLE;
+	bool big = len > 65536;
+	size_t entry = sub_entry_size(s, len, big);
+	int rc = 0;
+
+	for (int k = 0; k < s->nsubs; k++) {
+		struct tern_sub *sub = s->subs[k];
+		if (sub->fn != NULL) {
+			sub_call(sub, s, pub->seq, data, len);
+			continue;
+		}
+		while (!sub_has_room(sub, entry) && reliable && node_now_ms() < deadline_ms) {
+			struct timespec ts = {0, 200000};
+			nanosleep(&ts, NULL);
+		}
+		if (!sub_has_room(sub, entry)) {
+			rc = reliable ? TERN_ETIMEDOUT : TERN_EAGAIN;
+			continue;
+		}
+		uint8_t *heap = NULL;
+		if (big && (heap = malloc(len)) != NULL) {
+			memcpy(heap, data, len);
+		}
+		if (big && heap == NULL) {
+			rc = TERN_ENOMEM;
+			continue;
+		}
+		sub_push(sub, s, pub->seq, data, len, heap);
+	}
+	return rc;
+}
+
+int
+tern_publish(tern_pub *pub, const void *data, size_t len)
+{
+	struct tern_node *node = pub->node;
+	uint64_t deadline = 0;
+	int rc = 0, r;
+
+	if (len > node->cfg.max_message_bytes) {
+		return tern__error(TERN_EMSGSIZE,
+				   "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)", len,
+				   pub->src.key, (unsigned long long)node->cfg.max_message_bytes);
+	}
+	pthread_mutex_lock(&pub->lock);
+	pub->seq++;
+	if (pub->src.reliability == TERN_RELIABLE) {
+		deadline = node_now_ms() + node->cfg.publish_timeout_ms;
+	}
+	if (pub->src.nsubs > 0 && (r = publish_local(pub, data, len, deadline)) != 0) {
+		rc = r;
+	}
+	for (int k = 0; k < pub->src.nouts; k++) {
+		struct outchan *oc = pub->src.outs[k];
+		if (atomic_load(&oc->conn->dead)) {
+			continue;
+		}
+		if (len > oc->conn->peer_max_message) {
+			rc = tern__error(TERN_EMSGSIZE, "a %zu-byte message exceeds peer %s's limit",
+					 len, oc->conn->peer_id);
+			continue;
+		}
+		r = outchan_send(oc, pub->seq, data, len, pub->src.reliability == TERN_RELIABLE,
+				 pub, deadline);
+		if (r != 0) {
+			rc = r;
+		}
+	}
+	pthread_mutex_unlock(&pub->lock);
+	if (rc == TERN_EAGAIN) {
+		atomic_fetch_add_explicit(&pub->dropped, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&node->dropped, 1, memory_order_relaxed);
+		tern__error(rc, "queue full on '%s': message dropped", pub->src.key);
+	} else if (rc == TERN_ETIMEDOUT) {
+		tern__error(rc, "publish on '%s' timed out waiting for a slow subscriber", pub->src.key);
+	}
+	if (rc == 0) {
+		atomic_fetch_add_explicit(&pub->messages, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&pub->bytes, len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&node->messages_out, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&node->bytes_out, len, memory_order_relaxed);
+	}
+	return rc;
+}
+
+static bool
+pub_drained(struct tern_pub *pub)
+{
+	bool empty = true;
+
+	pthread_mutex_lock(&pub->lock);
+	for (int k = 0; k < pub->src.nouts; k++) {
+		struct outchan *oc = pub->src.outs[k];
+		if (!atomic_load(&oc->conn->dead) && ring_used(&oc->ring) > 0) {
+			empty = false;
+			if (!atomic_load(&oc->conn->pending)) {
+				atomic_store(&oc->conn->pending, 1);
+			}
+		}
+	}
+	pthread_mutex_unlock(&pub->lock);
+	return empty;
+}
+
+int
+tern_pub_flush(tern_pub *pub, int timeout_ms)
+{
+	uint64_t deadline = node_now_ms() + (uint64_t)(timeout_ms < 0 ? 86400000 : timeout_ms);
+
+	while (!pub_drained(pub)) {
+		struct timespec ts = {0, 500000};
+		if (node_now_ms() >= deadline) {
+			return tern__error(TERN_ETIMEDOUT, "flush of '%s' timed out", pub->src.key);
+		}
+		node_wake(pub->node);
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+int
+tern_pub_matched(tern_pub *pub)
+{
+	int n;
+
+	pthread_mutex_lock(&pub->lock);
+	n = pub->src.nouts + (pub->src.nsubs > 0);
+	pthread_mutex_unlock(&pub->lock);
+	return n;
+}
+
+static int
+do_pub_close(struct tern_node *node, void *arg)
+{
+	struct tern_pub *pub = arg;
+
+	for (struct tern_pub **pp = &node->pubs; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == pub) {
+			*pp = pub->next;
+			break;
+		}
+	}
+	pthread_mutex_lock(&pub->lock);
+	route_src_clear(&pub->src);
+	pthread_mutex_unlock(&pub->lock);
+	return 0;
+}
+
+void
+tern_pub_close(tern_pub *pub)
+{
+	if (pub == NULL) {
+		return;
+	}
+	tern_pub_flush(pub, (int)pub->node->cfg.publish_timeout_ms);
+	node_call(pub->node, do_pub_close, pub);
+	pthread_mutex_destroy(&pub->lock);
+	pthread_mutex_destroy(&pub->wait_lock);
+	pthread_cond_destroy(&pub->wait_cond);
+	free(pub);
+}
+
+void
+tern_pub_stats(tern_pub *pub, tern_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->messages = atomic_load(&pub->messages);
+	st->bytes = atomic_load(&pub->bytes);
+	st->dropped = atomic_load(&pub->dropped);
+}

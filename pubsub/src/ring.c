@@ -1,0 +1,112 @@
+/*
+ * ring.c - SPSC byte ring. The tail is published with release order after
+ * the bytes are written, and read with acquire order before they are read.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "ring.h"
+
+int
+ring_init(struct ring *r, size_t min_cap)
+{
+	size_t cap = 4096;
+
+	while (cap < min_cap) {
+		cap <<= 1;
+	}
+	r->buf = malloc(cap);
+	if (r->buf == NULL) {
+		return TERN_ENOMEM;
+	}
+	r->cap = cap;
+	atomic_init(&r->head, 0);
+	atomic_init(&r->tail, 0);
+	return 0;
+}
+
+void
+ring_free(struct ring *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+}
+
+size_t
+ring_space(const struct ring *r)
+{
+	size_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	size_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+	return r->cap - (tail - head);
+}
+
+size_t
+ring_used(const struct ring *r)
+{
+	size_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+	size_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+	return tail - head;
+}
+
+static void
+copy_in(struct ring *r, size_t pos, const void *src, size_t len)
+{
+	size_t at = pos & (r->cap - 1);
+	size_t first = r->cap - at < len ? r->cap - at : len;
+
+	memcpy(r->buf + at, src, first);
+	memcpy(r->buf, (const uint8_t *)src + first, len - first);
+}
+
+void
+ring_put(struct ring *r, const void *a, size_t alen, const void *b, size_t blen)
+{
+	size_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+	if (alen > 0) {
+		copy_in(r, tail, a, alen);
+	}
+	if (blen > 0) {
+		copy_in(r, tail + alen, b, blen);
+	}
+	atomic_store_explicit(&r->tail, tail + alen + blen, memory_order_release);
+}
+
+int
+ring_iov(const struct ring *r, size_t off, size_t len, struct iovec iov[2])
+{
+	size_t at = (atomic_load_explicit(&r->head, memory_order_relaxed) + off) & (r->cap - 1);
+	size_t first = r->cap - at < len ? r->cap - at : len;
+
+	iov[0].iov_base = r->buf + at;
+	iov[0].iov_len = first;
+	if (first == len) {
+		return 1;
+	}
+	iov[1].iov_base = r->buf;
+	iov[1].iov_len = len - first;
+	return 2;
+}
+
+void
+ring_peek(const struct ring *r, size_t off, void *out, size_t len)
+{
+	struct iovec iov[2];
+	int n = ring_iov(r, off, len, iov);
+
+	memcpy(out, iov[0].iov_base, iov[0].iov_len);
+	if (n == 2) {
+		memcpy((uint8_t *)out + iov[0].iov_len, iov[1].iov_base, iov[1].iov_len);
+	}
+}
+
+void
+ring_consume(struct ring *r, size_t n)
+{
+	size_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+	atomic_store_explicit(&r->head, head + n, memory_order_release);
+}

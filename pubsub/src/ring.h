@@ -1,0 +1,42 @@
+/*
+ * ring.h - a single-producer single-consumer byte ring.
+ *
+ * Channel send queues and pull-subscriber queues are rings: the producer
+ * (a publishing thread, or the I/O thread) appends whole records, the
+ * consumer takes bytes from the head. Indices only grow; the capacity is a
+ * power of two, so positions are masked, never compared after wrapping.
+ * The producer side must be serialised by its owner (a mutex when several
+ * threads may produce).
+ */
+#ifndef TERN_RING_H
+#define TERN_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+struct ring {
+	uint8_t *buf;
+	size_t cap;
+	_Atomic size_t head; /* consumer position */
+	_Atomic size_t tail; /* producer position */
+};
+
+int ring_init(struct ring *r, size_t min_cap);
+void ring_free(struct ring *r);
+
+/* Producer side. */
+size_t ring_space(const struct ring *r);
+/* Copy a then b (either may be empty) at the tail; the caller checked the space. */
+void ring_put(struct ring *r, const void *a, size_t alen, const void *b, size_t blen);
+
+/* Consumer side. */
+size_t ring_used(const struct ring *r);
+/* Up to two iovecs covering [head + off, head + off + len). Returns how many. */
+int ring_iov(const struct ring *r, size_t off, size_t len, struct iovec iov[2]);
+/* Copy len bytes from head + off into out. */
+void ring_peek(const struct ring *r, size_t off, void *out, size_t len);
+void ring_consume(struct ring *r, size_t n);
+
+#endif

@@ -1,0 +1,696 @@
+/*
+ * route.c - who gets what: subscriptions (interests), sources, and the
+ * route of each source to local subscribers and onward connections.
+ *
+ * A subscription is known by (origin node, sub id). It spreads from its
+ * origin to every node; each node remembers which connections declared it,
+ * in order, and routes matching messages only toward the first of them.
+ * Those first-heard links form a tree toward the subscriber, so a message
+ * follows one path to it. Where several paths exist (routers in a
+ * triangle), a message can still arrive twice at a node; each source keeps
+ * the highest sequence number it delivered and drops anything at or below
+ * it, which ends loops and duplicates alike.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "keyexpr.h"
+#include "node.h"
+
+int conn_inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s);
+
+#define MAX_HOPS 32
+
+static struct ctl_str
+cstr(const char *s)
+{
+	struct ctl_str r = {s, strlen(s)};
+	return r;
+}
+
+static void
+send_sub(struct conn *c, const struct interest *i, bool declare)
+{
+	struct ctl_msg m = {.type = declare ? CTL_SUB : CTL_UNSUB};
+
+	m.u.sub.origin = cstr(i->origin);
+	m.u.sub.sub_id = i->sub_id;
+	m.u.sub.hops = i->hops;
+	m.u.sub.keyexpr.p = i->keyexpr;
+	m.u.sub.keyexpr.len = i->ke_len;
+	conn_send_ctl(c, &m);
+}
+
+/* Tell every ready connection but `except`. */
+static void
+spread(struct tern_node *node, const struct interest *i, bool declare, struct conn *except)
+{
+	for (struct conn *c = node->conns; c != NULL; c = c->next) {
+		if (c != except && c->state == CONN_READY) {
+			send_sub(c, i, declare);
+		}
+	}
+}
+
+void
+route_peer_ready(struct tern_node *node, struct conn *c)
+{
+	struct ctl_msg sync = {.type = CTL_SYNC};
+
+	for (struct interest *i = node->interests; i != NULL; i = i->next) {
+		if (i->nfrom == 0 || i->from[0] != c) {
+			send_sub(c, i, true);
+		}
+	}
+	conn_send_ctl(c, &sync);
+	route_recompute(node);
+}
+
+static struct interest *
+interest_find(struct tern_node *node, const char *origin, size_t olen, uint64_t id)
+{
+	for (struct interest *i = node->interests; i != NULL; i = i->next) {
+		if (i->sub_id == id && strlen(i->origin) == olen && memcmp(i->origin, origin, olen) == 0) {
+			return i;
+		}
+	}
+	return NULL;
+}
+
+static void
+interest_free(struct interest *i)
+{
+	free(i->origin);
+	free(i->keyexpr);
+	free(i->from);
+	free(i);
+}
+
+static void
+interest_unlink(struct tern_node *node, struct interest *dead)
+{
+	for (struct interest **pp = &node->interests; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == dead) {
+			*pp = dead->next;
+			return;
+		}
+	}
+}
+
+static bool
+from_add(struct interest *i, struct conn *c)
+{
+	for (int k = 0; k < i->nfrom; k++) {
+		if (i->from[k] == c) {
+			return true;
+		}
+	}
+	if (i->nfrom == i->from_cap) {
+		int cap = i->from_cap ? i->from_cap * 2 : 2;
+		struct conn **p = realloc(i->from, (size_t)cap * sizeof(*p));
+		if (p == NULL) {
+			return false;
+		}
+		i->from = p;
+		i->from_cap = cap;
+	}
+	i->from[i->nfrom++] = c;
+	return true;
+}
+
+static bool
+from_remove(struct interest *i, struct conn *c)
+{
+	for (int k = 0; k < i->nfrom; k++) {
+		if (i->from[k] == c) {
+			memmove(i->from + k, i->from + k + 1, (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
+			i->nfrom--;
+			return true;
+		}
+	}
+	return false;
+}
+
+static struct interest *
+interest_new(const char *origin, size_t olen, uint64_t id, const char *ke, size_t ke_len)
+{
+	struct interest *i = calloc(1, sizeof(*i));
+
+	if (i == NULL) {
+		return NULL;
+	}
+	i->origin = strndup(origin, olen);
+	i->keyexpr = strndup(ke, ke_len);
+	i->ke_len = ke_len;
+	i->sub_id = id;
+	if (i->origin == NULL || i->keyexpr == NULL) {
+		interest_free(i);
+		return NULL;
+	}
+	return i;
+}
+
+static int
+on_sub(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
+{
+	const struct ctl_str *o = &m->u.sub.origin;
+	struct interest *i;
+
+	if (tern__key_check(m->u.sub.keyexpr.p, m->u.sub.keyexpr.len, true) != 0) {
+		return tern__error(TERN_EPROTO, "peer declared a bad key expression: %s",
+				   tern_last_error());
+	}
+	if (o->len == strlen(node->id) && memcmp(o->p, node->id, o->len) == 0) {
+		return 0; /* our own subscription came back around */
+	}
+	i = interest_find(node, o->p, o->len, m->u.sub.sub_id);
+	if (i != NULL) {
+		return from_add(i, c) ? 0 : TERN_ENOMEM;
+	}
+	if (m->u.sub.hops >= MAX_HOPS) {
+		return 0;
+	}
+	i = interest_new(o->p, o->len, m->u.sub.sub_id, m->u.sub.keyexpr.p, m->u.sub.keyexpr.len);
+	if (i == NULL || !from_add(i, c)) {
+		if (i != NULL) {
+			interest_free(i);
+		}
+		return TERN_ENOMEM;
+	}
+	i->hops = m->u.sub.hops + 1;
+	i->next = node->interests;
+	node->interests = i;
+	spread(node, i, true, c);
+	route_recompute(node);
+	return 0;
+}
+
+static int
+on_unsub(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
+{
+	struct interest *i = interest_find(node, m->u.sub.origin.p, m->u.sub.origin.len,
+					   m->u.sub.sub_id);
+
+	if (i == NULL || i->local != NULL || !from_remove(i, c)) {
+		return 0;
+	}
+	if (i->nfrom == 0) {
+		interest_unlink(node, i);
+		spread(node, i, false, c);
+		interest_free(i);
+	}
+	route_recompute(node);
+	return 0;
+}
+
+static struct src *
+remote_find(struct tern_node *node, const struct ctl_msg *m)
+{
+	const struct ctl_str *p = &m->u.open.publisher;
+
+	for (struct src *s = node->remote; s != NULL; s = s->next) {
+		if (strlen(s->publisher) == p->len && memcmp(s->publisher, p->p, p->len) == 0) {
+			return s;
+		}
+	}
+	return NULL;
+}
+
+static int
+on_open(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
+{
+	struct src *s;
+	int rc;
+
+	if (tern__key_check(m->u.open.key.p, m->u.open.key.len, false) != 0) {
+		return tern__error(TERN_EPROTO, "peer opened a channel with a bad key: %s",
+				   tern_last_error());
+	}
+	s = remote_find(node, m);
+	if (s != NULL && (s->key_len != m->u.open.key.len ||
+			  memcmp(s->key, m->u.open.key.p, s->key_len) != 0)) {
+		return tern__error(TERN_EPROTO, "publisher %s changed its key", s->publisher);
+	}
+	if (s == NULL) {
+		s = calloc(1, sizeof(*s));
+		if (s == NULL) {
+			return TERN_ENOMEM;
+		}
+		s->key = strndup(m->u.open.key.p, m->u.open.key.len);
+		s->publisher = strndup(m->u.open.publisher.p, m->u.open.publisher.len);
+		if (s->key == NULL || s->publisher == NULL) {
+			free(s->key);
+			free(s->publisher);
+			free(s);
+			return TERN_ENOMEM;
+		}
+		s->key_len = m->u.open.key.len;
+		s->reliability = m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT
+									    : TERN_RELIABLE;
+		s->next = node->remote;
+		node->remote = s;
+	}
+	if ((rc = conn_inchan_open(c, m, s)) != 0) {
+		return rc;
+	}
+	route_recompute(node);
+	return 0;
+}
+
+static void
+unstall(struct tern_node *node, struct inchan *in)
+{
+	for (struct inchan **pp = &node->stalled; *pp != NULL; pp = &(*pp)->stall_next) {
+		if (*pp == in) {
+			*pp = in->stall_next;
+			return;
+		}
+	}
+}
+
+static void
+inchan_close(struct tern_node *node, struct conn *c, struct inchan *in)
+{
+	if (in->stalled) {
+		unstall(node, in);
+	}
+	in->src->refs--;
+	reasm_reset(&in->reasm, &c->reasm_budget);
+	free(in->done_buf);
+	free(in->backlog);
+	c->ins[in->id] = NULL;
+	free(in);
+}
+
+static struct outchan *
+outchan_by_id(struct conn *c, uint64_t id)
+{
+	for (int i = 0; i < c->nout; i++) {
+		if (c->outv[i]->id == id) {
+			return c->outv[i];
+		}
+	}
+	return NULL;
+}
+
+static int
+on_credit(struct conn *c, const struct ctl_msg *m)
+{
+	struct outchan *oc = outchan_by_id(c, m->u.credit.channel);
+
+	if (oc == NULL) {
+		return 0; /* a channel we closed meanwhile */
+	}
+	if (m->u.credit.bytes > (1ull << 40)) {
+		return tern__error(TERN_EPROTO, "absurd credit grant");
+	}
+	atomic_fetch_add(&oc->credit, (int64_t)m->u.credit.bytes);
+	atomic_store(&oc->blocked_sent, false);
+	if (oc->src->pub != NULL) {
+		pub_wake(oc->src->pub);
+	}
+	return 0;
+}
+
+int
+route_on_ctl(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
+{
+	switch (m->type) {
+	case CTL_SUB:
+		return on_sub(node, c, m);
+	case CTL_UNSUB:
+		return on_unsub(node, c, m);
+	case CTL_OPEN:
+		return on_open(node, c, m);
+	case CTL_CLOSE: {
+		struct inchan *in = m->u.credit.channel < c->ins_cap ? c->ins[m->u.credit.channel]
+								     : NULL;
+		if (in != NULL) {
+			inchan_close(node, c, in);
+		}
+		return 0;
+	}
+	case CTL_CREDIT:
+		return on_credit(c, m);
+	default:
+		return tern__error(TERN_EPROTO, "unexpected control message %d", m->type);
+	}
+}
+
+/* ---- outchans ---- */
+
+struct outchan *
+route_outchan_new(struct conn *c, struct src *s)
+{
+	struct outchan *oc = calloc(1, sizeof(*oc));
+	struct ctl_msg m = {.type = CTL_OPEN};
+	size_t ring = 256u << 10;
+
+	if (oc == NULL) {
+		return NULL;
+	}
+	if (ring < 4ull * c->batch_max) {
+		ring = 4ull * c->batch_max;
+	}
+	if (ring_init(&oc->ring, ring) != 0) {
+		free(oc);
+		return NULL;
+	}
+	pthread_mutex_lock(&c->wlock);
+	if (c->nout == c->out_cap_v) {
+		int cap = c->out_cap_v ? c->out_cap_v * 2 : 8;
+		struct outchan **p = realloc(c->outv, (size_t)cap * sizeof(*p));
+		if (p == NULL) {
+			pthread_mutex_unlock(&c->wlock);
+			ring_free(&oc->ring);
+			free(oc);
+			return NULL;
+		}
+		c->outv = p;
+		c->out_cap_v = cap;
+	}
+	oc->conn = c;
+	oc->src = s;
+	oc->id = c->next_chan++;
+	atomic_init(&oc->credit, (int64_t)c->peer_window);
+	m.u.open.channel = oc->id;
+	m.u.open.publisher = cstr(s->publisher);
+	m.u.open.key.p = s->key;
+	m.u.open.key.len = s->key_len;
+	m.u.open.reliability = (uint64_t)s->reliability;
+	conn_send_ctl_locked(c, &m);
+	c->outv[c->nout++] = oc;
+	pthread_mutex_unlock(&c->wlock);
+	return oc;
+}
+
+void
+route_outchan_free(struct outchan *oc)
+{
+	ring_free(&oc->ring);
+	free(oc);
+}
+
+/* Remove an outchan from its connection and free it (caller holds the
+ * source's route lock, if any). Queued frames are dropped: nobody on that
+ * connection wants them any more. */
+static void
+outchan_close(struct outchan *oc, bool tell)
+{
+	struct conn *c = oc->conn;
+	struct ctl_msg m = {.type = CTL_CLOSE};
+
+	pthread_mutex_lock(&c->wlock);
+	for (int i = 0; i < c->nout; i++) {
+		if (c->outv[i] == oc) {
+			c->outv[i] = c->outv[--c->nout];
+			break;
+		}
+	}
+	if (tell && c->state == CONN_READY) {
+		m.u.credit.channel = oc->id;
+		conn_send_ctl_locked(c, &m);
+	}
+	pthread_mutex_unlock(&c->wlock);
+	route_outchan_free(oc);
+}
+
+static bool
+conn_wants(struct tern_node *node, struct conn *c, const struct src *s)
+{
+	for (struct interest *i = node->interests; i != NULL; i = i->next) {
+		if (i->nfrom > 0 && i->from[0] == c &&
+		    tern__keyexpr_match(i->keyexpr, i->ke_len, s->key, s->key_len)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool
+push_ptr(void ***arr, int *n, int *cap, void *p)
+{
+	if (*n == *cap) {
+		int nc = *cap ? *cap * 2 : 4;
+		void **a = realloc(*arr, (size_t)nc * sizeof(void *));
+		if (a == NULL) {
+			return false;
+		}
+		*arr = a;
+		*cap = nc;
+	}
+	(*arr)[(*n)++] = p;
+	return true;
+}
+
+/* Bring one source's route up to date; the caller holds its route lock. */
+static void
+src_update(struct tern_node *node, struct src *s)
+{
+	/* drop outchans nobody wants any more */
+	for (int k = 0; k < s->nouts;) {
+		struct outchan *oc = s->outs[k];
+		if (oc->conn->state == CONN_READY && conn_wants(node, oc->conn, s)) {
+			k++;
+			continue;
+		}
+		s->outs[k] = s->outs[--s->nouts];
+		outchan_close(oc, true);
+	}
+	for (struct conn *c = node->conns; c != NULL; c = c->next) {
+		bool have = false;
+		if (c->state != CONN_READY || !conn_wants(node, c, s)) {
+			continue;
+		}
+		for (int k = 0; k < s->nouts; k++) {
+			have |= s->outs[k]->conn == c;
+		}
+		if (!have) {
+			struct outchan *oc = route_outchan_new(c, s);
+			if (oc != NULL && !push_ptr((void ***)&s->outs, &s->nouts, &s->outs_cap, oc)) {
+				outchan_close(oc, true);
+			}
+		}
+	}
+	s->nsubs = 0;
+	for (struct tern_sub *sub = node->subs; sub != NULL; sub = sub->next) {
+		if (tern__keyexpr_match(sub->keyexpr, sub->ke_len, s->key, s->key_len)) {
+			push_ptr((void ***)&s->subs, &s->nsubs, &s->subs_cap, sub);
+		}
+	}
+}
+
+void
+route_recompute(struct tern_node *node)
+{
+	for (struct tern_pub *p = node->pubs; p != NULL; p = p->next) {
+		/* outchans about to go: let a publisher waiting on them give up */
+		for (int k = 0; k < p->src.nouts; k++) {
+			struct outchan *oc = p->src.outs[k];
+			if (oc->conn->state != CONN_READY || !conn_wants(node, oc->conn, &p->src)) {
+				atomic_store(&oc->detached, true);
+			}
+		}
+		pub_wake(p);
+		pthread_mutex_lock(&p->lock);
+		src_update(node, &p->src);
+		pthread_mutex_unlock(&p->lock);
+	}
+	for (struct src *s = node->remote; s != NULL; s = s->next) {
+		src_update(node, s);
+	}
+}
+
+void
+route_src_clear(struct src *s)
+{
+	for (int k = 0; k < s->nouts; k++) {
+		outchan_close(s->outs[k], false);
+	}
+	free(s->outs);
+	free(s->subs);
+	free(s->key);
+	free(s->publisher);
+	s->outs = NULL;
+	s->subs = NULL;
+	s->nouts = s->nsubs = 0;
+}
+
+void
+route_conn_gone(struct tern_node *node, struct conn *c)
+{
+	struct interest **pp = &node->interests;
+
+	while (*pp != NULL) {
+		struct interest *i = *pp;
+		if (from_remove(i, c) && i->nfrom == 0 && i->local == NULL) {
+			*pp = i->next;
+			spread(node, i, false, c);
+			interest_free(i);
+			continue;
+		}
+		pp = &i->next;
+	}
+	for (uint32_t k = 0; k < c->ins_cap; k++) {
+		if (c->ins[k] != NULL) {
+			inchan_close(node, c, c->ins[k]);
+		}
+	}
+	c->state = CONN_DEAD;
+	route_recompute(node); /* closes this connection's outchans */
+}
+
+int
+route_add_local_sub(struct tern_node *node, struct tern_sub *sub)
+{
+	struct interest *i = interest_new(node->id, strlen(node->id), sub->id, sub->keyexpr,
+					  sub->ke_len);
+
+	if (i == NULL) {
+		return TERN_ENOMEM;
+	}
+	i->local = sub;
+	i->next = node->interests;
+	node->interests = i;
+	sub->next = node->subs;
+	node->subs = sub;
+	spread(node, i, true, NULL);
+	route_recompute(node);
+	return 0;
+}
+
+void
+route_remove_local_sub(struct tern_node *node, struct tern_sub *sub)
+{
+	struct interest *i = interest_find(node, node->id, strlen(node->id), sub->id);
+
+	for (struct tern_sub **pp = &node->subs; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == sub) {
+			*pp = sub->next;
+			break;
+		}
+	}
+	if (i != NULL) {
+		interest_unlink(node, i);
+		spread(node, i, false, NULL);
+		interest_free(i);
+	}
+	route_recompute(node);
+	for (struct inchan **pp = &node->stalled; *pp != NULL; pp = &(*pp)->stall_next) {
+		(void)pp; /* stalled channels are retried and find the sub gone */
+	}
+}
+
+/* ---- delivery of remote messages ---- */
+
+bool
+route_is_duplicate(struct inchan *in, uint64_t seq)
+{
+	return in->src->seen && seq <= in->src->last_seq;
+}
+
+void
+route_note_seq(struct tern_node *node, struct inchan *in, uint64_t seq)
+{
+	struct src *s = in->src;
+	(void)node;
+
+	if (s->seen && seq > s->last_seq + 1) {
+		for (int k = 0; k < s->nsubs; k++) {
+			atomic_fetch_add(&s->subs[k]->missed, seq - s->last_seq - 1);
+		}
+	}
+	s->last_seq = seq;
+	s->seen = true;
+}
+
+static bool
+onward(const struct outchan *oc, const struct inchan *in)
+{
+	return oc->conn != in->conn && oc->conn->state == CONN_READY;
+}
+
+bool
+route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uint8_t *data,
+	      size_t len, uint8_t *heap, bool whole)
+{
+	struct src *s = in->src;
+	bool big = len > 65536;
+
+	if (whole && route_is_duplicate(in, seq)) {
+		return true;
+	}
+	for (int k = 0; k < s->nsubs; k++) {
+		struct tern_sub *sub = s->subs[k];
+		if (sub->fn == NULL && !sub_has_room(sub, sub_entry_size(s, len, big))) {
+			return false;
+		}
+	}
+	if (whole && s->reliability == TERN_RELIABLE) {
+		for (int k = 0; k < s->nouts; k++) {
+			if (onward(s->outs[k], in) && !outchan_has_room(s->outs[k], len)) {
+				return false;
+			}
+		}
+	}
+	if (whole) {
+		route_note_seq(node, in, seq);
+	}
+	for (int k = 0; k < s->nsubs; k++) {
+		struct tern_sub *sub = s->subs[k];
+		if (sub->fn != NULL) {
+			sub_call(sub, s, seq, data, len);
+		} else if (big && heap != NULL) {
+			sub_push(sub, s, seq, data, len, heap);
+			heap = NULL;
+		} else {
+			sub_push(sub, s, seq, data, len, NULL);
+		}
+	}
+	if (whole) {
+		for (int k = 0; k < s->nouts; k++) {
+			if (onward(s->outs[k], in)) {
+				outchan_send(s->outs[k], seq, data, len, false, NULL, 0);
+			}
+		}
+	}
+	free(heap);
+	atomic_fetch_add_explicit(&node->messages_in, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&node->bytes_in, len, memory_order_relaxed);
+	return true;
+}
+
+bool
+route_forward_chunk(struct tern_node *node, struct inchan *in, const struct wire_frame *f,
+		    uint64_t seq, const uint8_t *payload)
+{
+	struct src *s = in->src;
+	(void)node;
+
+	if (s->reliability == TERN_RELIABLE) {
+		for (int k = 0; k < s->nouts; k++) {
+			if (onward(s->outs[k], in) && !outchan_has_room(s->outs[k], f->len)) {
+				return false;
+			}
+		}
+	}
+	for (int k = 0; k < s->nouts; k++) {
+		struct outchan *oc = s->outs[k];
+		struct wire_frame g = *f;
+		if (!onward(oc, in) || !outchan_has_room(oc, f->len)) {
+			continue;
+		}
+		g.channel = oc->id;
+		g.flags &= ~WIRE_FLAG_SEQ;
+		if ((f->flags & WIRE_FLAG_FIRST) && seq != oc->last_seq + 1) {
+			g.flags |= WIRE_FLAG_SEQ;
+			g.seq = seq;
+		}
+		if (f->flags & WIRE_FLAG_FIRST) {
+			oc->last_seq = seq;
+		}
+		outchan_put_frame(oc, &g, payload);
+	}
+	return true;
+}

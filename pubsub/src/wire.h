@@ -1,0 +1,55 @@
+/*
+ * wire.h - the byte layout of tern's wire protocol v1 (docs/PROTOCOL.md).
+ *
+ * Pure encoders and decoders over (pointer, length): no I/O, no allocation.
+ * A decoder never reads past the length it is given; it returns 0 when it
+ * needs more bytes and a negative TERN_E... code for bytes that can never
+ * become a valid frame.
+ */
+#ifndef TERN_WIRE_H
+#define TERN_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_PREAMBLE_LEN 8
+#define WIRE_VARINT_MAX 10
+#define WIRE_HDR_MAX (1 + 4 * WIRE_VARINT_MAX)
+
+enum wire_type { WIRE_DATA = 0, WIRE_CHUNK = 1, WIRE_CONTROL = 2 };
+
+#define WIRE_TYPE_MASK 0x07
+#define WIRE_FLAG_SEQ 0x08   /* an explicit sequence number follows the channel */
+#define WIRE_FLAG_FIRST 0x10 /* chunk: the first of a message; total length follows */
+#define WIRE_FLAG_LAST 0x20  /* chunk: the last of a message */
+
+struct wire_frame {
+	int type;
+	int flags;
+	uint64_t channel; /* data and chunk frames */
+	uint64_t seq;     /* with WIRE_FLAG_SEQ */
+	uint64_t total;   /* first chunk: the whole message's length */
+	uint64_t len;     /* payload bytes after the header */
+};
+
+size_t wire_varint_encode(uint8_t *out, uint64_t v);
+/* 1 + bytes used; 0 if more bytes are needed; TERN_EPROTO if overlong. */
+int wire_varint_decode(const uint8_t *p, size_t len, uint64_t *v, size_t *used);
+
+void wire_preamble_encode(uint8_t out[WIRE_PREAMBLE_LEN]);
+/* 0, TERN_EPROTO (not tern), or TERN_EVERSION (*version says which). */
+int wire_preamble_decode(const uint8_t in[WIRE_PREAMBLE_LEN], int *version);
+
+/* Returns the header length (at most WIRE_HDR_MAX). */
+size_t wire_header_encode(uint8_t *out, const struct wire_frame *f);
+
+/*
+ * Decode a frame header at p. Returns 1 and sets *hdr_len when a whole
+ * header is there, 0 when more bytes are needed, or TERN_EPROTO /
+ * TERN_EMSGSIZE (payload above max_payload). The payload itself may still
+ * be incomplete: the caller compares f->len with what remains.
+ */
+int wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
+		       size_t *hdr_len);
+
+#endif
