@@ -405,6 +405,9 @@ conn_flush_locked(struct conn *c)
 		}
 		atomic_fetch_add(&c->batches, 1);
 		atomic_fetch_add(&c->batch_bytes, (uint64_t)n);
+		if ((uint64_t)n > atomic_load_explicit(&c->batch_largest, memory_order_relaxed)) {
+			atomic_store(&c->batch_largest, (uint64_t)n);
+		}
 		settle(c, &b, (size_t)n);
 		if ((size_t)n < b.total) {
 			conn_set_epollout(c, true);
@@ -719,6 +722,13 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	if (!c->got_hello) {
 		if (m.type != CTL_HELLO) {
 			return tern__error(TERN_EPROTO, "the peer did not start with a handshake");
+		}
+		if (m.u.hello.id.len == strlen(c->node->id) &&
+		    memcmp(m.u.hello.id.p, c->node->id, m.u.hello.id.len) == 0) {
+			return tern__error(TERN_EPROTO,
+					   "the peer at %s has this node's id '%s'; give each node "
+					   "its own id",
+					   c->endpoint, c->node->id);
 		}
 		on_hello(c, &m);
 		return 0;

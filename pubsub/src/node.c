@@ -222,6 +222,11 @@ reap_conns(struct tern_node *node)
 		if (c->dialer != NULL) {
 			dialer_lost(node, c->dialer, was_ready);
 		}
+		atomic_fetch_add(&node->batches, atomic_load(&c->batches));
+		atomic_fetch_add(&node->batch_bytes, atomic_load(&c->batch_bytes));
+		if (atomic_load(&c->batch_largest) > atomic_load(&node->batch_largest)) {
+			atomic_store(&node->batch_largest, atomic_load(&c->batch_largest));
+		}
 		conn_free(c);
 	}
 }
@@ -363,7 +368,10 @@ io_main(void *arg)
 		/* Going to sleep: announce it, then look once more for work queued
 		 * before the announcement became visible to publishers. */
 		atomic_store(&node->sleeping, 1);
-		if (anything_pending(node) || node->calls != NULL) {
+		pthread_mutex_lock(&node->lock);
+		bool calls = node->calls != NULL;
+		pthread_mutex_unlock(&node->lock);
+		if (anything_pending(node) || calls) {
 			atomic_store(&node->sleeping, 0);
 			continue;
 		}
@@ -375,14 +383,22 @@ io_main(void *arg)
 	return NULL;
 }
 
+/* "<host>-<pid>", and "<host>-<pid>.<n>" for the n-th further node of a
+ * process: ids must differ, since they identify subscriptions' origins. */
 static void
 default_id(char *out, size_t len)
 {
+	static atomic_int opened;
 	char host[128] = "host";
+	int n = atomic_fetch_add(&opened, 1);
 
 	gethostname(host, sizeof(host) - 1);
 	host[sizeof(host) - 1] = '\0';
-	snprintf(out, len, "%s-%d", host, (int)getpid());
+	if (n == 0) {
+		snprintf(out, len, "%s-%d", host, (int)getpid());
+	} else {
+		snprintf(out, len, "%s-%d.%d", host, (int)getpid(), n + 1);
+	}
 }
 
 static int

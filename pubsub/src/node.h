@@ -135,7 +135,7 @@ struct conn {
 	size_t rlen, rcap;
 	bool got_preamble, got_hello;
 
-	_Atomic uint64_t batches, batch_bytes, bytes_out, messages_in, bytes_in;
+	_Atomic uint64_t batches, batch_bytes, batch_largest, messages_in, bytes_in;
 	struct conn *next;
 };
 
@@ -207,6 +207,7 @@ struct tern_node {
 	uint64_t window_init, window_max;
 
 	_Atomic uint64_t messages_out, bytes_out, dropped, messages_in, bytes_in;
+	_Atomic uint64_t batches, batch_bytes, batch_largest; /* of closed connections */
 };
 
 struct tern_pub {

@@ -6,6 +6,25 @@
 
 #include "node.h"
 
+static int
+sum_batches(struct tern_node *node, void *arg)
+{
+	tern_stats *st = arg;
+
+	st->batches = atomic_load(&node->batches);
+	st->batch_bytes = atomic_load(&node->batch_bytes);
+	st->batch_largest = atomic_load(&node->batch_largest);
+	for (struct conn *c = node->conns; c != NULL; c = c->next) {
+		uint64_t largest = atomic_load(&c->batch_largest);
+		st->batches += atomic_load(&c->batches);
+		st->batch_bytes += atomic_load(&c->batch_bytes);
+		if (largest > st->batch_largest) {
+			st->batch_largest = largest;
+		}
+	}
+	return 0;
+}
+
 void
 tern_node_stats(tern_node *node, tern_stats *st)
 {
@@ -18,6 +37,7 @@ tern_node_stats(tern_node *node, tern_stats *st)
 	pthread_mutex_lock(&node->lock);
 	st->connections = (uint64_t)node->ready_peers;
 	pthread_mutex_unlock(&node->lock);
+	node_call(node, sum_batches, st);
 }
 
 struct json_args {
@@ -87,10 +107,12 @@ do_json(struct tern_node *node, void *arg)
 		emit(a, ",\"endpoint\":");
 		emit_str(a, c->endpoint);
 		emit(a, ",\"mode\":\"%s\",\"batches\":%llu,\"batch_bytes\":%llu,"
-			"\"messages_in\":%llu,\"bytes_in\":%llu,\"channels\":[",
+			"\"batch_largest\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
+			"\"channels\":[",
 		     c->low_latency ? "low-latency" : "batched",
 		     (unsigned long long)atomic_load(&c->batches),
 		     (unsigned long long)atomic_load(&c->batch_bytes),
+		     (unsigned long long)atomic_load(&c->batch_largest),
 		     (unsigned long long)atomic_load(&c->messages_in),
 		     (unsigned long long)atomic_load(&c->bytes_in));
 		pthread_mutex_lock(&c->wlock);

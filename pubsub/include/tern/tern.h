@@ -192,6 +192,7 @@ typedef struct tern_stats {
 	uint64_t missed;        /* sub: sequence numbers never received */
 	uint64_t batches;       /* writes to sockets */
 	uint64_t batch_bytes;   /* bytes in those writes (mean batch = batch_bytes / batches) */
+	uint64_t batch_largest; /* the largest single write */
 	uint64_t messages_in;   /* node: messages received from peers */
 	uint64_t bytes_in;      /* node: payload bytes received from peers */
 	uint64_t connections;   /* node: connections currently established */

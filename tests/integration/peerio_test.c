@@ -1,0 +1,353 @@
+/*
+ * peerio_test.c - a node against raw sockets that speak (or fail to speak)
+ * the protocol: another version, another magic, garbage; and the batching
+ * contract seen from outside (write size bound, idle flush).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "control.h"
+#include "tern/tern.h"
+#include "wire.h"
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[16384];
+
+static void
+capture(void *arg, int level, const char *line)
+{
+	(void)arg;
+	(void)level;
+	pthread_mutex_lock(&log_lock);
+	strncat(log_text, line, sizeof(log_text) - strlen(log_text) - 2);
+	strcat(log_text, "\n");
+	pthread_mutex_unlock(&log_lock);
+}
+
+static bool
+log_has(const char *needle, int wait_ms)
+{
+	for (int i = 0; i <= wait_ms / 10; i++) {
+		pthread_mutex_lock(&log_lock);
+		bool found = strstr(log_text, needle) != NULL;
+		pthread_mutex_unlock(&log_lock);
+		if (found) {
+			return true;
+		}
+		usleep(10000);
+	}
+	return false;
+}
+
+static tern_node *
+open_node(tern_config *cfg)
+{
+	tern_config def;
+	tern_node *node;
+
+	if (cfg == NULL) {
+		tern_config_init(&def);
+		cfg = &def;
+	}
+	cfg->log_fn = capture;
+	cfg->log_level = TERN_LOG_DEBUG;
+	assert_int_equal(tern_node_open(&node, cfg), 0);
+	return node;
+}
+
+static int
+port_of(const char *ep)
+{
+	return atoi(strrchr(ep, ':') + 1);
+}
+
+static int
+raw_connect(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval tv = {5, 0};
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+/* Read until the peer closes (or 5 s); returns the bytes read. */
+static size_t
+read_all(int fd, uint8_t *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (n < cap) {
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r <= 0) {
+			break;
+		}
+		n += (size_t)r;
+	}
+	return n;
+}
+
+/* Find a GOODBYE in what a node sent and return its reason. */
+static bool
+goodbye_reason(const uint8_t *buf, size_t n, char *reason, size_t len)
+{
+	size_t pos = WIRE_PREAMBLE_LEN;
+
+	while (pos < n) {
+		struct wire_frame f;
+		size_t hlen;
+		struct ctl_msg m;
+		if (wire_header_decode(buf + pos, n - pos, 1 << 20, &f, &hlen) != 1 ||
+		    f.len > n - pos - hlen) {
+			return false;
+		}
+		if (f.type == WIRE_CONTROL && ctl_decode(buf + pos + hlen, f.len, &m) == 0 &&
+		    m.type == CTL_GOODBYE) {
+			snprintf(reason, len, "%.*s", (int)m.u.reason.len, m.u.reason.p);
+			return true;
+		}
+		pos += hlen + f.len;
+	}
+	return false;
+}
+
+static void
+test_other_version_refused(void **state)
+{
+	tern_node *node = open_node(NULL);
+	char bound[256], reason[512] = "";
+	uint8_t pre[WIRE_PREAMBLE_LEN], buf[65536];
+	int version = 0;
+	(void)state;
+
+	assert_int_equal(tern_node_listen(node, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	int fd = raw_connect(port_of(bound));
+	wire_preamble_encode(pre);
+	pre[4] = 2;
+	assert_int_equal(write(fd, pre, sizeof(pre)), sizeof(pre));
+	size_t n = read_all(fd, buf, sizeof(buf));
+	/* the node says which version it speaks, and why it hangs up */
+	assert_true(n >= WIRE_PREAMBLE_LEN);
+	assert_int_equal(wire_preamble_decode(buf, &version), 0);
+	assert_int_equal(version, 1);
+	assert_true(goodbye_reason(buf, n, reason, sizeof(reason)));
+	assert_non_null(strstr(reason, "version 2"));
+	assert_true(log_has("speaks tern protocol version 2; this node speaks version 1", 2000));
+	close(fd);
+	tern_node_close(node);
+}
+
+static void *
+fake_v2_server(void *arg)
+{
+	int lfd = *(int *)arg, fd;
+	uint8_t pre[WIRE_PREAMBLE_LEN], buf[4096];
+
+	fd = accept(lfd, NULL, NULL);
+	if (fd >= 0) {
+		wire_preamble_encode(pre);
+		pre[4] = 2;
+		if (write(fd, pre, sizeof(pre)) < 0) {
+			/* the test fails on the log check */
+		}
+		read_all(fd, buf, sizeof(buf));
+		close(fd);
+	}
+	return NULL;
+}
+
+static void
+test_connect_to_other_version(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	pthread_t th;
+	char ep[64];
+	(void)state;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(lfd, 4), 0);
+	getsockname(lfd, (struct sockaddr *)&a, &len);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+	pthread_create(&th, NULL, fake_v2_server, &lfd);
+	tern_node *node = open_node(NULL);
+	assert_int_equal(tern_node_connect(node, ep), 0);
+	assert_true(log_has("speaks tern protocol version 2", 5000));
+	pthread_join(th, NULL);
+	tern_node_close(node);
+	close(lfd);
+}
+
+static void
+test_bad_magic_and_garbage(void **state)
+{
+	tern_node *a = open_node(NULL), *b = open_node(NULL);
+	char bound[256];
+	uint8_t buf[4096];
+	tern_sub *sub;
+	tern_pub *pub;
+	tern_msg m;
+	(void)state;
+
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "good", NULL, NULL), 0);
+	/* a good peer first */
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&pub, b, "good", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+
+	int fd = raw_connect(port_of(bound));
+	assert_int_equal(write(fd, "GET / HTTP/1.1\r\n\r\n", 18), 18);
+	read_all(fd, buf, sizeof(buf));
+	close(fd);
+	assert_true(log_has("is not a tern node (bad magic)", 2000));
+
+	/* a valid preamble, then garbage */
+	unsigned seed = 7;
+	for (int round = 0; round < 20; round++) {
+		fd = raw_connect(port_of(bound));
+		wire_preamble_encode(buf);
+		for (size_t i = WIRE_PREAMBLE_LEN; i < sizeof(buf); i++) {
+			seed = seed * 1103515245u + 12345u;
+			buf[i] = (uint8_t)(seed >> 16);
+		}
+		if (write(fd, buf, sizeof(buf)) < 0) {
+			/* the node may already have hung up */
+		}
+		close(fd);
+	}
+	/* the good peer is still served */
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tern_publish(pub, "ok", 2), 0);
+	}
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
+		assert_int_equal(m.len, 2);
+	}
+	tern_pub_close(pub);
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
+static void
+test_batches_bounded_and_idle_flush(void **state)
+{
+	tern_config cfg;
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *sub;
+	tern_pub *pub;
+	tern_stats st;
+	tern_msg m;
+	uint8_t payload[64] = {0};
+	(void)state;
+
+	tern_config_init(&cfg);
+	cfg.batch_max_bytes = 1024;
+	a = open_node(&cfg);
+	b = open_node(&cfg);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "k", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&pub, b, "k", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	/* one message, then nothing: an idle writer sends it without waiting */
+	assert_int_equal(tern_publish(pub, "one", 3), 0);
+	assert_int_equal(tern_sub_recv(sub, &m, 2000), 0);
+	assert_int_equal(m.len, 3);
+	for (int i = 0; i < 20000; i++) {
+		assert_int_equal(tern_publish(pub, payload, sizeof(payload)), 0);
+		if (i % 1000 == 999) {
+			for (int k = 0; k < 1000; k++) {
+				assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
+			}
+		}
+	}
+	tern_node_stats(b, &st);
+	assert_true(st.batches > 0);
+	assert_true(st.batch_largest <= 1024);
+	/* chunks obey the same bound: a 100 KiB message goes in <= 1 KiB writes */
+	static uint8_t big[100 << 10];
+	assert_int_equal(tern_publish(pub, big, sizeof(big)), 0);
+	assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
+	assert_int_equal(m.len, sizeof(big));
+	tern_node_stats(b, &st);
+	assert_true(st.batch_largest <= 1024);
+	tern_pub_close(pub);
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
+static void
+test_oversize_refused(void **state)
+{
+	tern_config cfg;
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *sub;
+	tern_pub *pub;
+	tern_msg m;
+	(void)state;
+
+	tern_config_init(&cfg);
+	cfg.max_message_bytes = 1000;
+	a = open_node(&cfg);
+	b = open_node(NULL);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "k", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&pub, b, "k", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	static uint8_t big[2000];
+	/* the peer's limit, learned in the handshake, refuses it at the publisher */
+	assert_int_equal(tern_publish(pub, big, sizeof(big)), TERN_EMSGSIZE);
+	assert_non_null(strstr(tern_last_error(), "limit"));
+	assert_int_equal(tern_publish(pub, big, 1000), 0);
+	assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
+	assert_int_equal(m.len, 1000);
+	tern_pub_close(pub);
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+	/* and the node's own limit */
+	tern_config_init(&cfg);
+	cfg.max_message_bytes = 10;
+	a = open_node(&cfg);
+	assert_int_equal(tern_pub_open(&pub, a, "k", -1), 0);
+	assert_int_equal(tern_publish(pub, big, 11), TERN_EMSGSIZE);
+	tern_pub_close(pub);
+	tern_node_close(a);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_other_version_refused),
+		cmocka_unit_test(test_connect_to_other_version),
+		cmocka_unit_test(test_bad_magic_and_garbage),
+		cmocka_unit_test(test_batches_bounded_and_idle_flush),
+		cmocka_unit_test(test_oversize_refused),
+	};
+	return cmocka_run_group_tests_name("peerio", tests, NULL, NULL);
+}
