@@ -330,36 +330,33 @@ static void
 settle(struct conn *c, struct batch *b, size_t written)
 {
 	size_t out_done = 0;
-	uint8_t *rest = NULL;
-	size_t rest_len = 0;
 
+	/* conn->out is the batch's first segment, if any; the rest are rings */
+	if (b->n > 0 && b->chan[0] == NULL) {
+		out_done = written < b->iov[0].iov_len ? written : b->iov[0].iov_len;
+		memmove(c->out, c->out + out_done, c->out_len - out_done);
+		c->out_len -= out_done;
+		written -= out_done;
+	}
+	/* the unwritten tail of ring segments moves to conn->out; reserving the
+	 * whole batch once keeps this allocation-free after warm-up */
+	if (written < b->total - out_done && !out_reserve(c, b->total)) {
+		atomic_store(&c->dead, 1);
+		snprintf(c->reason, sizeof(c->reason), "out of memory");
+		return;
+	}
 	for (int i = 0; i < b->n; i++) {
 		size_t len = b->iov[i].iov_len;
 		size_t w = written < len ? written : len;
-		written -= w;
 		if (b->chan[i] == NULL) {
-			out_done = w;
 			continue;
 		}
+		written -= w;
 		if (w < len) {
-			if (rest == NULL) {
-				rest = malloc(b->total);
-			}
-			if (rest != NULL) {
-				memcpy(rest + rest_len, (uint8_t *)b->iov[i].iov_base + w, len - w);
-				rest_len += len - w;
-			}
+			memcpy(c->out + c->out_len, (uint8_t *)b->iov[i].iov_base + w, len - w);
+			c->out_len += len - w;
 		}
 	}
-	if (out_done > 0) {
-		memmove(c->out, c->out + out_done, c->out_len - out_done);
-		c->out_len -= out_done;
-	}
-	if (rest_len > 0 && out_reserve(c, rest_len)) {
-		memcpy(c->out + c->out_len, rest, rest_len);
-		c->out_len += rest_len;
-	}
-	free(rest);
 	for (int k = 0; k < b->ntook; k++) {
 		ring_consume(&b->took[k]->ring, b->taken[k]);
 		if (b->took[k]->src->pub != NULL && atomic_load(&b->took[k]->src->pub->waiters)) {
@@ -699,6 +696,7 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	}
 	c->frame_max = (uint32_t)frame_max;
 	c->peer_max_message = m->u.hello.max_message;
+	c->peer_router = m->u.hello.mode == TERN_MODE_ROUTER;
 	c->peer_window = m->u.hello.window < 4096 ? 4096 : m->u.hello.window;
 	if (c->peer_window < frame_max) {
 		c->peer_window = frame_max;

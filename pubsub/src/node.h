@@ -108,6 +108,7 @@ struct conn {
 	char reason[256];     /* why it closed */
 	bool low_latency;
 	bool peer_synced;
+	bool peer_router;     /* the peer runs in router mode */
 	bool counted_ready;
 	uint32_t batch_max;   /* largest write */
 	uint32_t frame_max;   /* largest payload in one frame we send */

@@ -42,12 +42,26 @@ send_sub(struct conn *c, const struct interest *i, bool declare)
 	conn_send_ctl(c, &m);
 }
 
+/*
+ * A peer-mode node routes for the nodes around it, but is not a transit
+ * between two routers: routers are the backbone and know their own links.
+ * Whatever it does not carry it must not advertise either.
+ */
+static bool
+carries(const struct tern_node *node, const struct conn *from, const struct conn *to)
+{
+	return node->cfg.mode == TERN_MODE_ROUTER || from == NULL || !from->peer_router ||
+	       !to->peer_router;
+}
+
 /* Tell every ready connection but `except`. */
 static void
 spread(struct tern_node *node, const struct interest *i, bool declare, struct conn *except)
 {
+	const struct conn *from = i->nfrom > 0 ? i->from[0] : except;
+
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
-		if (c != except && c->state == CONN_READY) {
+		if (c != except && c->state == CONN_READY && carries(node, from, c)) {
 			send_sub(c, i, declare);
 		}
 	}
@@ -59,7 +73,7 @@ route_peer_ready(struct tern_node *node, struct conn *c)
 	struct ctl_msg sync = {.type = CTL_SYNC};
 
 	for (struct interest *i = node->interests; i != NULL; i = i->next) {
-		if (i->nfrom == 0 || i->from[0] != c) {
+		if (i->nfrom == 0 || (i->from[0] != c && carries(node, i->from[0], c))) {
 			send_sub(c, i, true);
 		}
 	}
@@ -608,7 +622,8 @@ route_note_seq(struct tern_node *node, struct inchan *in, uint64_t seq)
 static bool
 onward(const struct outchan *oc, const struct inchan *in)
 {
-	return oc->conn != in->conn && oc->conn->state == CONN_READY;
+	return oc->conn != in->conn && oc->conn->state == CONN_READY &&
+	       carries(in->conn->node, in->conn, oc->conn);
 }
 
 bool
