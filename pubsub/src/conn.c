@@ -27,7 +27,7 @@
 #include "node.h"
 
 #define OUT_INITIAL 65536
-#define IOV_BATCH 256
+#define IOV_BATCH   256
 #define BACKLOG_HDR 25 /* type|flags, seq (8), total (8), len (8) */
 
 static void
@@ -318,7 +318,7 @@ gather(struct conn *c, struct batch *b)
 		for (int i = 0; i < c->nout && b->total < budget; i++) {
 			struct outchan *oc = c->outv[(c->rr + i) % c->nout];
 			gather_chan(b, oc, pass == 0 ? share : budget - b->total,
-				    budget - b->total);
+			            budget - b->total);
 		}
 	}
 	c->rr = c->nout > 0 ? (c->rr + 1) % c->nout : 0;
@@ -441,7 +441,7 @@ inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
 
 	if (id == 0 || id > (1u << 20)) {
 		return tern__error(TERN_EPROTO, "channel id %llu out of range",
-				   (unsigned long long)id);
+		                   (unsigned long long)id);
 	}
 	if (id >= c->ins_cap) {
 		uint32_t cap = c->ins_cap ? c->ins_cap : 16;
@@ -457,7 +457,8 @@ inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
 		c->ins_cap = cap;
 	}
 	if (c->ins[id] != NULL) {
-		return tern__error(TERN_EPROTO, "channel %llu opened twice", (unsigned long long)id);
+		return tern__error(TERN_EPROTO, "channel %llu opened twice",
+		                   (unsigned long long)id);
 	}
 	in = calloc(1, sizeof(*in));
 	if (in == NULL) {
@@ -505,8 +506,7 @@ stall(struct tern_node *node, struct inchan *in)
 }
 
 static bool
-backlog_add(struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8_t *p,
-	    uint64_t len)
+backlog_add(struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8_t *p, uint64_t len)
 {
 	size_t need = in->blen + BACKLOG_HDR + len;
 
@@ -542,8 +542,8 @@ backlog_add(struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8
  * delivery. Returns 1 done, 0 must wait (stage kept), <0 fatal.
  */
 static int
-process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
-	const uint8_t *p, uint64_t len)
+process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8_t *p,
+        uint64_t len)
 {
 	struct tern_node *node = c->node;
 	struct wire_frame f = {.type = tf & WIRE_TYPE_MASK, .flags = tf & ~WIRE_TYPE_MASK};
@@ -581,7 +581,7 @@ process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
 	if (in->stage == 1) {
 		if (in->src->nsubs > 0 || in->reasm.active) {
 			rc = reasm_add(&in->reasm, &f, seq, p, node->cfg.max_message_bytes,
-				       &c->reasm_budget);
+			               &c->reasm_budget);
 			if (rc < 0) {
 				return rc;
 			}
@@ -600,7 +600,7 @@ process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
 	}
 	/* stage 2: the whole message goes to local subscribers */
 	if (!route_deliver(node, in, in->done_seq, in->done_buf, in->done_len, in->done_buf,
-			   false)) {
+	                   false)) {
 		return 0;
 	}
 	in->done_buf = NULL;
@@ -648,11 +648,11 @@ on_data(struct conn *c, const struct wire_frame *f, const uint8_t *payload)
 
 	if (in == NULL) {
 		return tern__error(TERN_EPROTO, "data on channel %llu, which was never opened",
-				   (unsigned long long)f->channel);
+		                   (unsigned long long)f->channel);
 	}
 	if (!credit_rx_receive(&in->credit, f->len)) {
-		return tern__error(TERN_EPROTO, "peer overran the flow-control window of channel %u",
-				   in->id);
+		return tern__error(TERN_EPROTO,
+		                   "peer overran the flow-control window of channel %u", in->id);
 	}
 	atomic_fetch_add_explicit(&c->bytes_in, f->len, memory_order_relaxed);
 	if (f->type == WIRE_DATA || (f->flags & WIRE_FLAG_FIRST)) {
@@ -664,8 +664,8 @@ on_data(struct conn *c, const struct wire_frame *f, const uint8_t *payload)
 	}
 	if (in->stalled) {
 		return backlog_add(in, f->type | f->flags, seq, f->total, payload, f->len)
-			       ? 0
-			       : TERN_ENOMEM;
+		           ? 0
+		           : TERN_ENOMEM;
 	}
 	rc = process(c, in, f->type | f->flags, seq, f->total, payload, f->len);
 	if (rc == 0) {
@@ -684,13 +684,12 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	struct tern_node *node = c->node;
 	uint64_t frame_max;
 
-	snprintf(c->peer_id, sizeof(c->peer_id), "%.*s", (int)m->u.hello.id.len,
-		 m->u.hello.id.p);
+	snprintf(c->peer_id, sizeof(c->peer_id), "%.*s", (int)m->u.hello.id.len, m->u.hello.id.p);
 	/* either side asking for low latency makes the connection low-latency */
 	c->low_latency = node->cfg.low_latency || m->u.hello.low_latency;
 	c->batch_max = node->cfg.batch_max_bytes;
-	frame_max = node->cfg.chunk_bytes < m->u.hello.chunk ? node->cfg.chunk_bytes
-							     : m->u.hello.chunk;
+	frame_max =
+	    node->cfg.chunk_bytes < m->u.hello.chunk ? node->cfg.chunk_bytes : m->u.hello.chunk;
 	if (frame_max + WIRE_HDR_MAX > c->batch_max) {
 		frame_max = c->batch_max - WIRE_HDR_MAX;
 	}
@@ -703,9 +702,8 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	}
 	c->got_hello = true;
 	c->state = CONN_READY;
-	node_log(node, TERN_LOG_INFO, "connected %s %s (%s), %s mode",
-		 c->outbound ? "to" : "from", c->peer_id, c->endpoint,
-		 c->low_latency ? "low-latency" : "batched");
+	node_log(node, TERN_LOG_INFO, "connected %s %s (%s), %s mode", c->outbound ? "to" : "from",
+	         c->peer_id, c->endpoint, c->low_latency ? "low-latency" : "batched");
 	route_peer_ready(node, c);
 }
 
@@ -724,9 +722,9 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		if (m.u.hello.id.len == strlen(c->node->id) &&
 		    memcmp(m.u.hello.id.p, c->node->id, m.u.hello.id.len) == 0) {
 			return tern__error(TERN_EPROTO,
-					   "the peer at %s has this node's id '%s'; give each node "
-					   "its own id",
-					   c->endpoint, c->node->id);
+			                   "the peer at %s has this node's id '%s'; give each node "
+			                   "its own id",
+			                   c->endpoint, c->node->id);
 		}
 		on_hello(c, &m);
 		return 0;
@@ -748,7 +746,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		return 0;
 	case CTL_GOODBYE:
 		node_log(c->node, TERN_LOG_INFO, "%s said goodbye: %.*s", c->peer_id,
-			 (int)m.u.reason.len, m.u.reason.p);
+		         (int)m.u.reason.len, m.u.reason.p);
 		conn_fail(c, "the peer said goodbye");
 		return 0;
 	case CTL_BLOCKED: {
@@ -771,13 +769,13 @@ on_preamble(struct conn *c)
 
 	if (rc == TERN_EPROTO) {
 		return tern__error(rc, "the peer at %s is not a tern node (bad magic)",
-				   c->endpoint);
+		                   c->endpoint);
 	}
 	if (rc == TERN_EVERSION) {
 		return tern__error(rc,
-				   "the peer at %s speaks tern protocol version %d; this node "
-				   "speaks version %d",
-				   c->endpoint, version, TERN_PROTOCOL_VERSION);
+		                   "the peer at %s speaks tern protocol version %d; this node "
+		                   "speaks version %d",
+		                   c->endpoint, version, TERN_PROTOCOL_VERSION);
 	}
 	c->got_preamble = true;
 	return 0;
@@ -802,8 +800,8 @@ parse(struct conn *c)
 	while (pos < c->rlen && c->state != CONN_DEAD) {
 		struct wire_frame f;
 		size_t hlen;
-		uint64_t max = c->node->cfg.chunk_bytes > CTL_MSG_MAX ? c->node->cfg.chunk_bytes
-								    : CTL_MSG_MAX;
+		uint64_t max =
+		    c->node->cfg.chunk_bytes > CTL_MSG_MAX ? c->node->cfg.chunk_bytes : CTL_MSG_MAX;
 
 		rc = wire_header_decode(c->rbuf + pos, c->rlen - pos, max, &f, &hlen);
 		if (rc < 0) {
@@ -852,7 +850,7 @@ on_readable(struct conn *c)
 		c->last_rx_ms = node_now_ms();
 		if (parse(c) != 0) {
 			node_log(c->node, TERN_LOG_WARN, "closing %s: %s", c->endpoint,
-				 tern_last_error());
+			         tern_last_error());
 			if (!c->got_preamble || tern_last_error()[0]) {
 				struct ctl_msg m = {.type = CTL_GOODBYE};
 				m.u.reason.p = tern_last_error();

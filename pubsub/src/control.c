@@ -46,10 +46,10 @@ put_uint(struct enc *e, uint64_t v)
 static int
 arity(int type)
 {
-	static const int n[] = {[CTL_HELLO] = 9, [CTL_SYNC] = 1,    [CTL_SUB] = 5,
-				[CTL_UNSUB] = 3, [CTL_OPEN] = 5,    [CTL_CLOSE] = 2,
-				[CTL_CREDIT] = 3, [CTL_BLOCKED] = 3, [CTL_PING] = 2,
-				[CTL_PONG] = 2,  [CTL_GOODBYE] = 2};
+	static const int n[] = {
+	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,    [CTL_UNSUB] = 3,
+	    [CTL_OPEN] = 5,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 3, [CTL_BLOCKED] = 3,
+	    [CTL_PING] = 2,  [CTL_PONG] = 2,  [CTL_GOODBYE] = 2};
 
 	return (type >= CTL_HELLO && type <= CTL_GOODBYE) ? n[type] : 0;
 }

@@ -26,7 +26,7 @@ enum ctl_type {
 	CTL_GOODBYE = 11
 };
 
-#define CTL_ID_MAX 255
+#define CTL_ID_MAX   255
 #define CTL_TEXT_MAX 1024
 /* Largest encoded control message: a few strings of CTL_TEXT_MAX and ints. */
 #define CTL_MSG_MAX 4096
@@ -64,9 +64,9 @@ struct ctl_msg {
 		struct {
 			uint64_t channel;
 			uint64_t bytes; /* CTL_CREDIT: bytes granted; CTL_BLOCKED: window seen */
-		} credit;           /* CTL_CREDIT, CTL_BLOCKED, CTL_CLOSE (channel only) */
-		uint64_t token;     /* CTL_PING, CTL_PONG */
-		struct ctl_str reason; /* CTL_GOODBYE */
+		} credit;               /* CTL_CREDIT, CTL_BLOCKED, CTL_CLOSE (channel only) */
+		uint64_t token;         /* CTL_PING, CTL_PONG */
+		struct ctl_str reason;  /* CTL_GOODBYE */
 	} u;
 };
 

@@ -28,9 +28,9 @@ parse_tcp(const char *s, const char *rest, struct endpoint *ep)
 		const char *close = strchr(rest, ']');
 		if (close == NULL || close[1] != ':') {
 			return tern__error(TERN_EENDPOINT,
-					   "endpoint '%s': an IPv6 address needs the form "
-					   "tcp://[ADDR]:PORT",
-					   s);
+			                   "endpoint '%s': an IPv6 address needs the form "
+			                   "tcp://[ADDR]:PORT",
+			                   s);
 		}
 		hlen = (size_t)(close - rest - 1);
 		memcpy(ep->host, rest + 1, hlen < ENDPOINT_MAX ? hlen : 0);
@@ -73,9 +73,9 @@ endpoint_parse(const char *s, struct endpoint *ep)
 		const char *path = s + 7;
 		if (path[0] != '/') {
 			return tern__error(TERN_EENDPOINT,
-					   "endpoint '%s': a unix endpoint needs an absolute path "
-					   "(unix:///path)",
-					   s);
+			                   "endpoint '%s': a unix endpoint needs an absolute path "
+			                   "(unix:///path)",
+			                   s);
 		}
 		if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
 			return tern__error(TERN_EENDPOINT, "endpoint '%s': path too long", s);
@@ -85,7 +85,7 @@ endpoint_parse(const char *s, struct endpoint *ep)
 		return 0;
 	}
 	return tern__error(TERN_EENDPOINT,
-			   "endpoint '%s': expected tcp://HOST:PORT or unix:///PATH", s);
+	                   "endpoint '%s': expected tcp://HOST:PORT or unix:///PATH", s);
 }
 
 static int
@@ -101,7 +101,7 @@ resolve(const struct endpoint *ep, struct sockaddr_storage *ss, socklen_t *len, 
 	rc = getaddrinfo(ep->host, port, &hints, &res);
 	if (rc != 0 || res == NULL) {
 		return tern__error(TERN_EENDPOINT, "cannot resolve host '%s': %s", ep->host,
-				   gai_strerror(rc));
+		                   gai_strerror(rc));
 	}
 	memcpy(ss, res->ai_addr, res->ai_addrlen);
 	*len = res->ai_addrlen;
@@ -171,9 +171,9 @@ endpoint_listen(const struct endpoint *ep, char *bound, size_t bound_len)
 	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
 		int e = errno;
 		close(fd);
-		return tern__error(e == EADDRINUSE ? TERN_EADDRINUSE : TERN_ESYS,
-				   "cannot listen on %s%s%s:%d: %s", ep->unix_domain ? "unix://" : "tcp://",
-				   ep->host, "", ep->port, strerror(e));
+		return tern__error(
+		    e == EADDRINUSE ? TERN_EADDRINUSE : TERN_ESYS, "cannot listen on %s%s%s:%d: %s",
+		    ep->unix_domain ? "unix://" : "tcp://", ep->host, "", ep->port, strerror(e));
 	}
 	if (listen(fd, 1024) < 0) {
 		int e = errno;

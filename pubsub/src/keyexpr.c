@@ -65,31 +65,32 @@ tern__key_check(const char *s, size_t len, bool allow_wildcards)
 	}
 	if (s[0] == '/' || s[len - 1] == '/') {
 		return tern__error(TERN_EKEY, "%s '%.*s' has a leading or trailing '/'", what,
-				   (int)len, s);
+		                   (int)len, s);
 	}
 	if (split(s, len, &c) < 0) {
 		return tern__error(TERN_EKEY, "%s '%.*s' has more than %d chunks", what, (int)len,
-				   s, TERN_KEY_MAX_CHUNKS);
+		                   s, TERN_KEY_MAX_CHUNKS);
 	}
 	for (int i = 0; i < c.n; i++) {
 		if (c.len[i] == 0) {
-			return tern__error(TERN_EKEY, "%s '%.*s' has an empty chunk", what, (int)len,
-					   s);
+			return tern__error(TERN_EKEY, "%s '%.*s' has an empty chunk", what,
+			                   (int)len, s);
 		}
 		if (memchr(c.p[i], '*', c.len[i]) == NULL) {
 			continue;
 		}
 		if (!allow_wildcards) {
 			return tern__error(TERN_EKEY,
-					   "key '%.*s' has a wildcard; a publication key names one "
-					   "key",
-					   (int)len, s);
+			                   "key '%.*s' has a wildcard; a publication key names one "
+			                   "key",
+			                   (int)len, s);
 		}
 		if (chunk_kind(c.p[i], c.len[i]) == 0) {
-			return tern__error(TERN_EKEY,
-					   "key expression '%.*s': a wildcard must be a whole chunk "
-					   "('*' or '**'), not '%.*s'",
-					   (int)len, s, (int)c.len[i], c.p[i]);
+			return tern__error(
+			    TERN_EKEY,
+			    "key expression '%.*s': a wildcard must be a whole chunk "
+			    "('*' or '**'), not '%.*s'",
+			    (int)len, s, (int)c.len[i], c.p[i]);
 		}
 	}
 	return 0;

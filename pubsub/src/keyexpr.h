@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define TERN_KEY_MAX_LEN 1024
+#define TERN_KEY_MAX_LEN    1024
 #define TERN_KEY_MAX_CHUNKS 64
 
 /* Validate (key or expression, of len bytes); 0 or TERN_EKEY with a sentence. */

@@ -162,13 +162,13 @@ dial(struct tern_node *node, struct dialer *d, uint64_t now)
 	if (fd < 0) {
 		if (!d->failed_logged) {
 			node_log(node, TERN_LOG_WARN, "cannot connect to %s: %s (retrying)",
-				 d->endpoint, tern_last_error());
+			         d->endpoint, tern_last_error());
 			d->failed_logged = true;
 		}
 		d->next_at_ms = now + d->backoff_ms;
 		d->backoff_ms = d->backoff_ms * 2 > node->cfg.reconnect_max_ms
-					? node->cfg.reconnect_max_ms
-					: d->backoff_ms * 2;
+		                    ? node->cfg.reconnect_max_ms
+		                    : d->backoff_ms * 2;
 		return;
 	}
 	d->conn = conn_new(node, fd, true, in_progress != 0, d->endpoint);
@@ -194,7 +194,7 @@ dialer_lost(struct tern_node *node, struct dialer *d, bool was_ready)
 	}
 	d->next_at_ms = now + d->backoff_ms;
 	d->backoff_ms = d->backoff_ms * 2 > node->cfg.reconnect_max_ms ? node->cfg.reconnect_max_ms
-									 : d->backoff_ms * 2;
+	                                                               : d->backoff_ms * 2;
 }
 
 static void
@@ -214,10 +214,10 @@ reap_conns(struct tern_node *node)
 		node_peer_ready(node, c);
 		if (c->got_hello) {
 			node_log(node, TERN_LOG_INFO, "disconnected from %s (%s): %s",
-				 c->peer_id[0] ? c->peer_id : "?", c->endpoint, c->reason);
+			         c->peer_id[0] ? c->peer_id : "?", c->endpoint, c->reason);
 		} else {
 			node_log(node, TERN_LOG_DEBUG, "connection %s closed: %s", c->endpoint,
-				 c->reason);
+			         c->reason);
 		}
 		if (c->dialer != NULL) {
 			dialer_lost(node, c->dialer, was_ready);
@@ -254,7 +254,7 @@ accept_all(struct tern_node *node, struct listener *l)
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
 				node_log(node, TERN_LOG_WARN, "accept on %s: %s", l->endpoint,
-					 strerror(errno));
+				         strerror(errno));
 			}
 			return;
 		}
@@ -274,7 +274,8 @@ flush_all(struct tern_node *node)
 	bool any = false;
 
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
-		if (atomic_load_explicit(&c->pending, memory_order_acquire) && c->state != CONN_DEAD) {
+		if (atomic_load_explicit(&c->pending, memory_order_acquire) &&
+		    c->state != CONN_DEAD) {
 			conn_flush(c);
 			any = true;
 		}
@@ -418,7 +419,7 @@ validate_config(const tern_config *cfg)
 	}
 	if (cfg->max_message_bytes == 0 || cfg->queue_max_bytes < (1u << 20)) {
 		return tern__error(TERN_EINVAL,
-				   "max_message_bytes must be > 0 and queue.max_bytes >= 1 MiB");
+		                   "max_message_bytes must be > 0 and queue.max_bytes >= 1 MiB");
 	}
 	if (cfg->mode != TERN_MODE_PEER && cfg->mode != TERN_MODE_ROUTER) {
 		return tern__error(TERN_EINVAL, "mode must be peer or router");

@@ -49,10 +49,10 @@ struct outchan {
 	struct src *src;
 	uint32_t id;
 	struct ring ring;
-	_Atomic int64_t credit;    /* bytes the receiver still accepts */
-	atomic_bool detached;      /* no longer routed: close once drained */
-	atomic_bool blocked_sent;  /* a BLOCKED report went out since the last credit */
-	uint64_t last_seq;         /* producer side: the last sequence number queued */
+	_Atomic int64_t credit;   /* bytes the receiver still accepts */
+	atomic_bool detached;     /* no longer routed: close once drained */
+	atomic_bool blocked_sent; /* a BLOCKED report went out since the last credit */
+	uint64_t last_seq;        /* producer side: the last sequence number queued */
 	bool open_sent;
 	uint64_t messages, bytes, dropped;
 };
@@ -83,9 +83,9 @@ struct inchan {
 	struct credit_rx credit;
 	uint64_t next_seq;
 	struct reasm reasm;
-	bool skip_chunks;   /* the chunked message in progress is a duplicate */
-	int stage;          /* progress on the frame at the head (see conn.c) */
-	uint8_t *done_buf;  /* a reassembled message waiting for delivery */
+	bool skip_chunks;  /* the chunked message in progress is a duplicate */
+	int stage;         /* progress on the frame at the head (see conn.c) */
+	uint8_t *done_buf; /* a reassembled message waiting for delivery */
 	uint64_t done_len, done_seq;
 	/* frames that could not be delivered yet, in arrival order */
 	uint8_t *backlog;
@@ -105,13 +105,13 @@ struct conn {
 	struct dialer *dialer;
 	char endpoint[ENDPOINT_MAX];
 	char peer_id[CTL_ID_MAX + 1];
-	char reason[256];     /* why it closed */
+	char reason[256]; /* why it closed */
 	bool low_latency;
 	bool peer_synced;
-	bool peer_router;     /* the peer runs in router mode */
+	bool peer_router; /* the peer runs in router mode */
 	bool counted_ready;
-	uint32_t batch_max;   /* largest write */
-	uint32_t frame_max;   /* largest payload in one frame we send */
+	uint32_t batch_max; /* largest write */
+	uint32_t frame_max; /* largest payload in one frame we send */
 	uint32_t recv_frame_max;
 	uint64_t peer_max_message;
 	uint64_t peer_window;
@@ -122,8 +122,8 @@ struct conn {
 	uint8_t *out;
 	size_t out_len, out_cap;
 	bool epollout;
-	atomic_int dead;      /* set first when the connection fails */
-	atomic_int pending;   /* rings may hold data */
+	atomic_int dead;    /* set first when the connection fails */
+	atomic_int pending; /* rings may hold data */
 	_Atomic uint64_t last_direct_ns;
 
 	struct outchan **outv;
@@ -235,9 +235,9 @@ struct tern_sub {
 	pthread_mutex_t push_lock; /* producers of the ring; recv waits here */
 	pthread_cond_t cond;
 	atomic_int waiting;
-	atomic_bool stalled;       /* the I/O thread is waiting for room */
-	size_t consume_next;       /* bytes of the entry handed out by the last recv */
-	void *heap;                /* the large message handed out by the last recv */
+	atomic_bool stalled; /* the I/O thread is waiting for room */
+	size_t consume_next; /* bytes of the entry handed out by the last recv */
+	void *heap;          /* the large message handed out by the last recv */
 	uint8_t *scratch;
 	size_t scratch_cap;
 	_Atomic uint64_t messages, bytes, missed;
@@ -250,12 +250,12 @@ void node_wake(struct tern_node *node);
 uint64_t node_now_ms(void);
 uint64_t node_now_ns(void);
 void node_log(struct tern_node *node, int level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 void node_peer_ready(struct tern_node *node, struct conn *c);
 
 /* conn.c */
 struct conn *conn_new(struct tern_node *node, int fd, bool outbound, bool connecting,
-		      const char *endpoint);
+                      const char *endpoint);
 void conn_start(struct conn *c);
 void conn_on_event(struct conn *c, uint32_t events);
 void conn_flush(struct conn *c);
@@ -281,18 +281,18 @@ void route_src_clear(struct src *s);
 /* Deliver one message of a remote source to local subs and onward peers.
  * Returns true if delivered (or dropped by policy), false if it must wait. */
 bool route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uint8_t *data,
-		   size_t len, uint8_t *heap, bool whole);
+                   size_t len, uint8_t *heap, bool whole);
 /* Chunked messages: is this first chunk a duplicate; note its sequence number. */
 bool route_is_duplicate(struct inchan *in, uint64_t seq);
 void route_note_seq(struct tern_node *node, struct inchan *in, uint64_t seq);
 bool route_forward_chunk(struct tern_node *node, struct inchan *in, const struct wire_frame *f,
-			 uint64_t seq, const uint8_t *payload);
+                         uint64_t seq, const uint8_t *payload);
 
 /* pub.c */
 void pub_wake(struct tern_pub *pub);
 /* Queue or write one message on an outchan; used by publishers and forwarding. */
 int outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
-		 struct tern_pub *pub, uint64_t deadline_ms);
+                 struct tern_pub *pub, uint64_t deadline_ms);
 int outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload);
 bool outchan_has_room(struct outchan *oc, size_t len);
 
@@ -300,8 +300,8 @@ bool outchan_has_room(struct outchan *oc, size_t len);
 size_t sub_entry_size(const struct src *s, size_t len, bool heap);
 bool sub_has_room(struct tern_sub *sub, size_t entry);
 void sub_push(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
-	      size_t len, uint8_t *heap);
+              size_t len, uint8_t *heap);
 void sub_call(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
-	      size_t len);
+              size_t len);
 
 #endif

@@ -80,7 +80,8 @@ kick(struct outchan *oc)
 		return;
 	}
 	uint64_t now = node_now_ns();
-	if (now - atomic_load(&c->last_direct_ns) > QUIET_NS && pthread_mutex_trylock(&c->wlock) == 0) {
+	if (now - atomic_load(&c->last_direct_ns) > QUIET_NS &&
+	    pthread_mutex_trylock(&c->wlock) == 0) {
 		atomic_store(&c->last_direct_ns, now);
 		conn_flush_locked(c);
 		pthread_mutex_unlock(&c->wlock);
@@ -137,7 +138,7 @@ wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadlin
  */
 int
 outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
-	     struct tern_pub *pub, uint64_t deadline_ms)
+             struct tern_pub *pub, uint64_t deadline_ms)
 {
 	struct wire_frame f = {.type = WIRE_DATA, .channel = oc->id};
 	size_t fmax = oc->conn->frame_max;
@@ -148,7 +149,8 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 		f.seq = seq;
 	}
 	if (len <= fmax) {
-		if (!outchan_has_room(oc, len) && (!may_wait || !wait_room(oc, len, pub, deadline_ms))) {
+		if (!outchan_has_room(oc, len) &&
+		    (!may_wait || !wait_room(oc, len, pub, deadline_ms))) {
 			oc->dropped++;
 			return may_wait ? TERN_ETIMEDOUT : TERN_EAGAIN;
 		}
@@ -163,7 +165,7 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 	while (off < len) {
 		size_t n = len - off < fmax ? len - off : fmax;
 		f.flags = (f.flags & WIRE_FLAG_SEQ) | (off == 0 ? WIRE_FLAG_FIRST : 0) |
-			  (off + n == len ? WIRE_FLAG_LAST : 0);
+		          (off + n == len ? WIRE_FLAG_LAST : 0);
 		f.len = n;
 		/* once a message has started, finish it: the receiver holds it open */
 		bool wait = may_wait || off > 0;
@@ -189,7 +191,7 @@ do_pub_open(struct tern_node *node, void *arg)
 
 	pub->id = node->next_pub_id++;
 	snprintf(pub->src.publisher, CTL_ID_MAX + 24, "%s/%llu", node->id,
-		 (unsigned long long)pub->id);
+	         (unsigned long long)pub->id);
 	pub->next = node->pubs;
 	node->pubs = pub;
 	route_recompute(node);
@@ -277,9 +279,9 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 	int rc = 0, r;
 
 	if (len > node->cfg.max_message_bytes) {
-		return tern__error(TERN_EMSGSIZE,
-				   "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)", len,
-				   pub->src.key, (unsigned long long)node->cfg.max_message_bytes);
+		return tern__error(
+		    TERN_EMSGSIZE, "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)",
+		    len, pub->src.key, (unsigned long long)node->cfg.max_message_bytes);
 	}
 	pthread_mutex_lock(&pub->lock);
 	pub->seq++;
@@ -295,12 +297,13 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 			continue;
 		}
 		if (len > oc->conn->peer_max_message) {
-			rc = tern__error(TERN_EMSGSIZE, "a %zu-byte message exceeds peer %s's limit",
-					 len, oc->conn->peer_id);
+			rc =
+			    tern__error(TERN_EMSGSIZE, "a %zu-byte message exceeds peer %s's limit",
+			                len, oc->conn->peer_id);
 			continue;
 		}
 		r = outchan_send(oc, pub->seq, data, len, pub->src.reliability == TERN_RELIABLE,
-				 pub, deadline);
+		                 pub, deadline);
 		if (r != 0) {
 			rc = r;
 		}
@@ -311,7 +314,8 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		atomic_fetch_add_explicit(&node->dropped, 1, memory_order_relaxed);
 		tern__error(rc, "queue full on '%s': message dropped", pub->src.key);
 	} else if (rc == TERN_ETIMEDOUT) {
-		tern__error(rc, "publish on '%s' timed out waiting for a slow subscriber", pub->src.key);
+		tern__error(rc, "publish on '%s' timed out waiting for a slow subscriber",
+		            pub->src.key);
 	}
 	if (rc == 0) {
 		atomic_fetch_add_explicit(&pub->messages, 1, memory_order_relaxed);

@@ -29,7 +29,7 @@ reasm_take(struct reasm *r, uint64_t *budget)
 
 static int
 reasm_begin(struct reasm *r, const struct wire_frame *f, uint64_t seq, uint64_t max_message,
-	    uint64_t *budget)
+            uint64_t *budget)
 {
 	if (r->active) {
 		/* a new message while one is open: the sender gave up on it */
@@ -37,14 +37,14 @@ reasm_begin(struct reasm *r, const struct wire_frame *f, uint64_t seq, uint64_t 
 	}
 	if (f->total > max_message) {
 		return tern__error(TERN_EMSGSIZE,
-				   "peer announced a %llu-byte message; max_message_bytes is %llu",
-				   (unsigned long long)f->total, (unsigned long long)max_message);
+		                   "peer announced a %llu-byte message; max_message_bytes is %llu",
+		                   (unsigned long long)f->total, (unsigned long long)max_message);
 	}
 	if (f->total > *budget) {
 		return tern__error(TERN_EMSGSIZE,
-				   "peer announced a %llu-byte message beyond the connection's "
-				   "reassembly budget",
-				   (unsigned long long)f->total);
+		                   "peer announced a %llu-byte message beyond the connection's "
+		                   "reassembly budget",
+		                   (unsigned long long)f->total);
 	}
 	r->buf = malloc(f->total > 0 ? f->total : 1);
 	if (r->buf == NULL) {
@@ -60,7 +60,7 @@ reasm_begin(struct reasm *r, const struct wire_frame *f, uint64_t seq, uint64_t 
 
 int
 reasm_add(struct reasm *r, const struct wire_frame *f, uint64_t seq, const uint8_t *payload,
-	  uint64_t max_message, uint64_t *budget)
+          uint64_t max_message, uint64_t *budget)
 {
 	int rc;
 

@@ -30,7 +30,7 @@ struct reasm {
  * TERN_EMSGSIZE / TERN_ENOMEM / TERN_EPROTO.
  */
 int reasm_add(struct reasm *r, const struct wire_frame *f, uint64_t seq, const uint8_t *payload,
-	      uint64_t max_message, uint64_t *budget);
+              uint64_t max_message, uint64_t *budget);
 
 /* Take ownership of the completed buffer (caller frees it). */
 uint8_t *reasm_take(struct reasm *r, uint64_t *budget);

@@ -85,7 +85,8 @@ static struct interest *
 interest_find(struct tern_node *node, const char *origin, size_t olen, uint64_t id)
 {
 	for (struct interest *i = node->interests; i != NULL; i = i->next) {
-		if (i->sub_id == id && strlen(i->origin) == olen && memcmp(i->origin, origin, olen) == 0) {
+		if (i->sub_id == id && strlen(i->origin) == olen &&
+		    memcmp(i->origin, origin, olen) == 0) {
 			return i;
 		}
 	}
@@ -138,7 +139,8 @@ from_remove(struct interest *i, struct conn *c)
 {
 	for (int k = 0; k < i->nfrom; k++) {
 		if (i->from[k] == c) {
-			memmove(i->from + k, i->from + k + 1, (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
+			memmove(i->from + k, i->from + k + 1,
+			        (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
 			i->nfrom--;
 			return true;
 		}
@@ -173,7 +175,7 @@ on_sub(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 
 	if (tern__key_check(m->u.sub.keyexpr.p, m->u.sub.keyexpr.len, true) != 0) {
 		return tern__error(TERN_EPROTO, "peer declared a bad key expression: %s",
-				   tern_last_error());
+		                   tern_last_error());
 	}
 	if (o->len == strlen(node->id) && memcmp(o->p, node->id, o->len) == 0) {
 		return 0; /* our own subscription came back around */
@@ -203,8 +205,8 @@ on_sub(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 static int
 on_unsub(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 {
-	struct interest *i = interest_find(node, m->u.sub.origin.p, m->u.sub.origin.len,
-					   m->u.sub.sub_id);
+	struct interest *i =
+	    interest_find(node, m->u.sub.origin.p, m->u.sub.origin.len, m->u.sub.sub_id);
 
 	if (i == NULL || i->local != NULL || !from_remove(i, c)) {
 		return 0;
@@ -239,11 +241,11 @@ on_open(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 
 	if (tern__key_check(m->u.open.key.p, m->u.open.key.len, false) != 0) {
 		return tern__error(TERN_EPROTO, "peer opened a channel with a bad key: %s",
-				   tern_last_error());
+		                   tern_last_error());
 	}
 	s = remote_find(node, m);
-	if (s != NULL && (s->key_len != m->u.open.key.len ||
-			  memcmp(s->key, m->u.open.key.p, s->key_len) != 0)) {
+	if (s != NULL &&
+	    (s->key_len != m->u.open.key.len || memcmp(s->key, m->u.open.key.p, s->key_len) != 0)) {
 		return tern__error(TERN_EPROTO, "publisher %s changed its key", s->publisher);
 	}
 	if (s == NULL) {
@@ -260,8 +262,8 @@ on_open(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 			return TERN_ENOMEM;
 		}
 		s->key_len = m->u.open.key.len;
-		s->reliability = m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT
-									    : TERN_RELIABLE;
+		s->reliability =
+		    m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT : TERN_RELIABLE;
 		s->next = node->remote;
 		node->remote = s;
 	}
@@ -338,8 +340,8 @@ route_on_ctl(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 	case CTL_OPEN:
 		return on_open(node, c, m);
 	case CTL_CLOSE: {
-		struct inchan *in = m->u.credit.channel < c->ins_cap ? c->ins[m->u.credit.channel]
-								     : NULL;
+		struct inchan *in =
+		    m->u.credit.channel < c->ins_cap ? c->ins[m->u.credit.channel] : NULL;
 		if (in != NULL) {
 			inchan_close(node, c, in);
 		}
@@ -482,7 +484,8 @@ src_update(struct tern_node *node, struct src *s)
 		}
 		if (!have) {
 			struct outchan *oc = route_outchan_new(c, s);
-			if (oc != NULL && !push_ptr((void ***)&s->outs, &s->nouts, &s->outs_cap, oc)) {
+			if (oc != NULL &&
+			    !push_ptr((void ***)&s->outs, &s->nouts, &s->outs_cap, oc)) {
 				outchan_close(oc, true);
 			}
 		}
@@ -558,8 +561,8 @@ route_conn_gone(struct tern_node *node, struct conn *c)
 int
 route_add_local_sub(struct tern_node *node, struct tern_sub *sub)
 {
-	struct interest *i = interest_new(node->id, strlen(node->id), sub->id, sub->keyexpr,
-					  sub->ke_len);
+	struct interest *i =
+	    interest_new(node->id, strlen(node->id), sub->id, sub->keyexpr, sub->ke_len);
 
 	if (i == NULL) {
 		return TERN_ENOMEM;
@@ -628,7 +631,7 @@ onward(const struct outchan *oc, const struct inchan *in)
 
 bool
 route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uint8_t *data,
-	      size_t len, uint8_t *heap, bool whole)
+              size_t len, uint8_t *heap, bool whole)
 {
 	struct src *s = in->src;
 	bool big = len > 65536;
@@ -678,7 +681,7 @@ route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uin
 
 bool
 route_forward_chunk(struct tern_node *node, struct inchan *in, const struct wire_frame *f,
-		    uint64_t seq, const uint8_t *payload)
+                    uint64_t seq, const uint8_t *payload)
 {
 	struct src *s = in->src;
 	(void)node;

@@ -45,8 +45,7 @@ struct json_args {
 	size_t len, used;
 };
 
-static void
-emit(struct json_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(struct json_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #include <stdarg.h>
 static void
@@ -57,7 +56,8 @@ emit(struct json_args *a, const char *fmt, ...)
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(a->buf ? a->buf + (a->used < a->len ? a->used : a->len) : NULL, room, fmt, ap);
+	n = vsnprintf(a->buf ? a->buf + (a->used < a->len ? a->used : a->len) : NULL, room, fmt,
+	              ap);
 	va_end(ap);
 	if (n > 0) {
 		a->used += (size_t)n;
@@ -90,8 +90,9 @@ do_json(struct tern_node *node, void *arg)
 
 	emit(a, "{\"id\":");
 	emit_str(a, node->id);
-	emit(a, ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
-		"\"messages_in\":%llu,\"bytes_in\":%llu,\"connections\":[",
+	emit(a,
+	     ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
+	     "\"messages_in\":%llu,\"bytes_in\":%llu,\"connections\":[",
 	     node->cfg.mode == TERN_MODE_ROUTER ? "router" : "peer",
 	     (unsigned long long)atomic_load(&node->messages_out),
 	     (unsigned long long)atomic_load(&node->bytes_out),
@@ -106,9 +107,10 @@ do_json(struct tern_node *node, void *arg)
 		emit_str(a, c->peer_id);
 		emit(a, ",\"endpoint\":");
 		emit_str(a, c->endpoint);
-		emit(a, ",\"mode\":\"%s\",\"batches\":%llu,\"batch_bytes\":%llu,"
-			"\"batch_largest\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
-			"\"channels\":[",
+		emit(a,
+		     ",\"mode\":\"%s\",\"batches\":%llu,\"batch_bytes\":%llu,"
+		     "\"batch_largest\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
+		     "\"channels\":[",
 		     c->low_latency ? "low-latency" : "batched",
 		     (unsigned long long)atomic_load(&c->batches),
 		     (unsigned long long)atomic_load(&c->batch_bytes),

@@ -16,7 +16,7 @@
 #include "keyexpr.h"
 #include "node.h"
 
-#define SUB_RING (1u << 20)
+#define SUB_RING   (1u << 20)
 #define INLINE_MAX 65536
 
 struct entry_hdr {
@@ -47,14 +47,14 @@ sub_has_room(struct tern_sub *sub, size_t entry)
 }
 
 void
-sub_push(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
-	 size_t len, uint8_t *heap)
+sub_push(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data, size_t len,
+         uint8_t *heap)
 {
 	struct entry_hdr h = {.len = (uint32_t)len,
-			      .key_len = (uint16_t)s->key_len,
-			      .pub_len = (uint16_t)strlen(s->publisher),
-			      .heap = heap != NULL,
-			      .seq = seq};
+	                      .key_len = (uint16_t)s->key_len,
+	                      .pub_len = (uint16_t)strlen(s->publisher),
+	                      .heap = heap != NULL,
+	                      .seq = seq};
 	uint8_t head[sizeof(h) + 2 * 1300];
 
 	memcpy(head, &h, sizeof(h));
@@ -77,7 +77,8 @@ sub_push(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t 
 void
 sub_call(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data, size_t len)
 {
-	tern_msg m = {.key = s->key, .data = data, .len = len, .seq = seq, .publisher = s->publisher};
+	tern_msg m = {
+	    .key = s->key, .data = data, .len = len, .seq = seq, .publisher = s->publisher};
 
 	atomic_fetch_add_explicit(&sub->messages, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&sub->bytes, len, memory_order_relaxed);
@@ -170,7 +171,7 @@ wait_entry(struct tern_sub *sub, int timeout_ms)
 	atomic_store(&sub->waiting, 1);
 	while (ring_used(&sub->ring) == 0) {
 		int rc = timeout_ms < 0 ? pthread_cond_wait(&sub->cond, &sub->push_lock)
-					: pthread_cond_timedwait(&sub->cond, &sub->push_lock, &ts);
+		                        : pthread_cond_timedwait(&sub->cond, &sub->push_lock, &ts);
 		if (rc == ETIMEDOUT) {
 			break;
 		}

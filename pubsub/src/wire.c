@@ -118,7 +118,7 @@ flags_valid(int type, int flags)
 
 int
 wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
-		   size_t *hdr_len)
+                   size_t *hdr_len)
 {
 	size_t pos = 1;
 	int rc;

@@ -13,15 +13,15 @@
 #include <stdint.h>
 
 #define WIRE_PREAMBLE_LEN 8
-#define WIRE_VARINT_MAX 10
-#define WIRE_HDR_MAX (1 + 4 * WIRE_VARINT_MAX)
+#define WIRE_VARINT_MAX   10
+#define WIRE_HDR_MAX      (1 + 4 * WIRE_VARINT_MAX)
 
 enum wire_type { WIRE_DATA = 0, WIRE_CHUNK = 1, WIRE_CONTROL = 2 };
 
-#define WIRE_TYPE_MASK 0x07
-#define WIRE_FLAG_SEQ 0x08   /* an explicit sequence number follows the channel */
+#define WIRE_TYPE_MASK  0x07
+#define WIRE_FLAG_SEQ   0x08 /* an explicit sequence number follows the channel */
 #define WIRE_FLAG_FIRST 0x10 /* chunk: the first of a message; total length follows */
-#define WIRE_FLAG_LAST 0x20  /* chunk: the last of a message */
+#define WIRE_FLAG_LAST  0x20 /* chunk: the last of a message */
 
 struct wire_frame {
 	int type;
@@ -50,6 +50,6 @@ size_t wire_header_encode(uint8_t *out, const struct wire_frame *f);
  * be incomplete: the caller compares f->len with what remains.
  */
 int wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
-		       size_t *hdr_len);
+                       size_t *hdr_len);
 
 #endif

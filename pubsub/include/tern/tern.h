@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define TERN_VERSION "0.1.0"
+#define TERN_VERSION          "0.1.0"
 #define TERN_PROTOCOL_VERSION 1
 
 enum tern_error {
