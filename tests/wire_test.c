@@ -19,8 +19,17 @@
 static void
 test_varint_roundtrip(void **state)
 {
-	static const uint64_t values[] = {0, 1, 127, 128, 255, 16383, 16384, UINT32_MAX,
-					  (uint64_t)UINT32_MAX + 1, UINT64_MAX - 1, UINT64_MAX};
+	static const uint64_t values[] = {0,
+	                                  1,
+	                                  127,
+	                                  128,
+	                                  255,
+	                                  16383,
+	                                  16384,
+	                                  UINT32_MAX,
+	                                  (uint64_t)UINT32_MAX + 1,
+	                                  UINT64_MAX - 1,
+	                                  UINT64_MAX};
 	uint8_t buf[WIRE_VARINT_MAX];
 	(void)state;
 
@@ -168,15 +177,14 @@ test_header_corrupt(void **state)
 	size_t n = wire_header_encode(buf, &f);
 	assert_int_equal(wire_header_decode(buf, n, 100, &g, &hlen), TERN_EPROTO);
 	/* a first chunk longer than its message */
-	struct wire_frame c = {.type = WIRE_CHUNK, .flags = WIRE_FLAG_FIRST, .channel = 1,
-			       .total = 10, .len = 20};
+	struct wire_frame c = {
+	    .type = WIRE_CHUNK, .flags = WIRE_FLAG_FIRST, .channel = 1, .total = 10, .len = 20};
 	n = wire_header_encode(buf, &c);
 	assert_int_equal(wire_header_decode(buf, n, 100, &g, &hlen), TERN_EPROTO);
 }
 
 static struct ctl_str
-S(const char *s)
-{
+S(const char *s) {
 	struct ctl_str r = {s, strlen(s)};
 	return r;
 }
@@ -209,7 +217,8 @@ sample_messages(struct ctl_msg *m, int *n)
 	m[i].u.open.channel = 9;
 	m[i].u.open.publisher = S("node-1/4");
 	m[i].u.open.key = S("sensors/a/b");
-	m[i++].u.open.reliability = 1;
+	m[i].u.open.reliability = 1;
+	m[i++].u.open.instance = UINT64_MAX;
 	m[i].type = CTL_CLOSE;
 	m[i++].u.credit.channel = 9;
 	m[i].type = CTL_CREDIT;
@@ -269,6 +278,7 @@ test_control_roundtrip(void **state)
 			assert_str(d.u.open.publisher, m[i].u.open.publisher);
 			assert_str(d.u.open.key, m[i].u.open.key);
 			assert_true(d.u.open.channel == 9 && d.u.open.reliability == 1);
+			assert_true(d.u.open.instance == UINT64_MAX);
 			break;
 		case CTL_CREDIT:
 		case CTL_BLOCKED:
@@ -328,7 +338,8 @@ test_control_corrupted(void **state)
 			memcpy(p, buf, (size_t)len);
 			for (int flips = 0; flips < 3; flips++) {
 				seed = seed * 1103515245u + 12345u;
-				p[(seed >> 8) % (unsigned)len] ^= (uint8_t)(1u << ((seed >> 4) % 8));
+				p[(seed >> 8) % (unsigned)len] ^=
+				    (uint8_t)(1u << ((seed >> 4) % 8));
 			}
 			/* either refused or decoded to something self-consistent */
 			if (ctl_decode(p, (size_t)len, &d) == 0) {
@@ -342,7 +353,7 @@ test_control_corrupted(void **state)
 static void
 test_control_schema(void **state)
 {
-	/* [5] with the wrong arity, [99] unknown type, a string where a uint goes */
+	/* [5] (OPEN) with the wrong arity, [99] unknown type, a string where a uint goes */
 	static const uint8_t short_open[] = {0x91, 0x05};
 	static const uint8_t unknown[] = {0x91, 0x63};
 	static const uint8_t wrong_type[] = {0x92, 0x09, 0xa1, 'x'};
@@ -382,18 +393,18 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_varint_roundtrip),
-		cmocka_unit_test(test_varint_overlong),
-		cmocka_unit_test(test_preamble),
-		cmocka_unit_test(test_header_roundtrip),
-		cmocka_unit_test(test_small_message_overhead),
-		cmocka_unit_test(test_header_lengths),
-		cmocka_unit_test(test_header_corrupt),
-		cmocka_unit_test(test_control_roundtrip),
-		cmocka_unit_test(test_control_truncated),
-		cmocka_unit_test(test_control_corrupted),
-		cmocka_unit_test(test_control_schema),
-		cmocka_unit_test(test_control_too_long_strings),
+	    cmocka_unit_test(test_varint_roundtrip),
+	    cmocka_unit_test(test_varint_overlong),
+	    cmocka_unit_test(test_preamble),
+	    cmocka_unit_test(test_header_roundtrip),
+	    cmocka_unit_test(test_small_message_overhead),
+	    cmocka_unit_test(test_header_lengths),
+	    cmocka_unit_test(test_header_corrupt),
+	    cmocka_unit_test(test_control_roundtrip),
+	    cmocka_unit_test(test_control_truncated),
+	    cmocka_unit_test(test_control_corrupted),
+	    cmocka_unit_test(test_control_schema),
+	    cmocka_unit_test(test_control_too_long_strings),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

@@ -48,7 +48,7 @@ arity(int type)
 {
 	static const int n[] = {
 	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,    [CTL_UNSUB] = 3,
-	    [CTL_OPEN] = 5,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 3, [CTL_BLOCKED] = 3,
+	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 3, [CTL_BLOCKED] = 3,
 	    [CTL_PING] = 2,  [CTL_PONG] = 2,  [CTL_GOODBYE] = 2};
 
 	return (type >= CTL_HELLO && type <= CTL_GOODBYE) ? n[type] : 0;
@@ -90,6 +90,7 @@ ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
 		put_str(&e, m->u.open.publisher);
 		put_str(&e, m->u.open.key);
 		put_uint(&e, m->u.open.reliability);
+		put_uint(&e, m->u.open.instance);
 		break;
 	case CTL_CLOSE:
 		put_uint(&e, m->u.credit.channel);
@@ -210,6 +211,7 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.open.publisher = get_str(d, CTL_ID_MAX + 24);
 		m->u.open.key = get_str(d, CTL_TEXT_MAX);
 		m->u.open.reliability = get_uint(d);
+		m->u.open.instance = get_uint(d);
 		break;
 	case CTL_CLOSE:
 		m->u.credit.channel = get_uint(d);

@@ -60,6 +60,7 @@ struct ctl_msg {
 			struct ctl_str publisher;
 			struct ctl_str key;
 			uint64_t reliability;
+			uint64_t instance; /* tells apart restarts of a publisher with one name */
 		} open;
 		struct {
 			uint64_t channel;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -443,7 +444,9 @@ node_setup(struct tern_node *node, const tern_config *cfg)
 		default_id(node->id, sizeof(node->id));
 	}
 	node->cfg.id = node->id;
-	node->instance = node_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)node;
+	if (getrandom(&node->instance, sizeof(node->instance), 0) != sizeof(node->instance)) {
+		node->instance = node_now_ns() ^ ((uint64_t)getpid() << 32);
+	}
 	node->window_init = 256u << 10;
 	if (node->window_init < 2ull * cfg->chunk_bytes) {
 		node->window_init = 2ull * cfg->chunk_bytes;

@@ -226,7 +226,8 @@ remote_find(struct tern_node *node, const struct ctl_msg *m)
 	const struct ctl_str *p = &m->u.open.publisher;
 
 	for (struct src *s = node->remote; s != NULL; s = s->next) {
-		if (strlen(s->publisher) == p->len && memcmp(s->publisher, p->p, p->len) == 0) {
+		if (s->instance == m->u.open.instance && strlen(s->publisher) == p->len &&
+		    memcmp(s->publisher, p->p, p->len) == 0) {
 			return s;
 		}
 	}
@@ -262,6 +263,7 @@ on_open(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 			return TERN_ENOMEM;
 		}
 		s->key_len = m->u.open.key.len;
+		s->instance = m->u.open.instance;
 		s->reliability =
 		    m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT : TERN_RELIABLE;
 		s->next = node->remote;
@@ -395,6 +397,7 @@ route_outchan_new(struct conn *c, struct src *s)
 	m.u.open.key.p = s->key;
 	m.u.open.key.len = s->key_len;
 	m.u.open.reliability = (uint64_t)s->reliability;
+	m.u.open.instance = s->instance;
 	conn_send_ctl_locked(c, &m);
 	c->outv[c->nout++] = oc;
 	pthread_mutex_unlock(&c->wlock);
