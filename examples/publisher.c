@@ -44,8 +44,10 @@ main(int argc, char **argv)
 		} else if (argv[i][0] != '-' && key == NULL) {
 			key = argv[i];
 		} else {
-			fprintf(stderr, "usage: %s [--connect EP] [--count N] [--size S] "
-					"[--low-latency] KEY\n", argv[0]);
+			fprintf(stderr,
+			        "usage: %s [--connect EP] [--count N] [--size S] "
+			        "[--low-latency] KEY\n",
+			        argv[0]);
 			return 2;
 		}
 	}
@@ -74,8 +76,9 @@ main(int argc, char **argv)
 	}
 	tern_pub_flush(pub, 10000);
 	double dt = now_s() - t0;
-	fprintf(stderr, "messages=%ld bytes=%ld seconds=%.3f msgs_per_s=%.0f MB_per_s=%.1f\n", count,
-		count * size, dt, (double)count / dt, (double)count * (double)size / dt / 1e6);
+	fprintf(stderr, "messages=%ld bytes=%ld seconds=%.3f msgs_per_s=%.0f MB_per_s=%.1f\n",
+	        count, count * size, dt, (double)count / dt,
+	        (double)count * (double)size / dt / 1e6);
 	tern_pub_close(pub);
 	tern_node_close(node);
 	free(buf);

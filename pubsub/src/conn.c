@@ -400,8 +400,8 @@ conn_flush_locked(struct conn *c)
 			snprintf(c->reason, sizeof(c->reason), "%s", why);
 			return;
 		}
-		atomic_fetch_add(&c->batches, 1);
-		atomic_fetch_add(&c->batch_bytes, (uint64_t)n);
+		COUNT(c->batches, 1); /* under wlock */
+		COUNT(c->batch_bytes, (uint64_t)n);
 		if ((uint64_t)n > atomic_load_explicit(&c->batch_largest, memory_order_relaxed)) {
 			atomic_store(&c->batch_largest, (uint64_t)n);
 		}
@@ -654,11 +654,11 @@ on_data(struct conn *c, const struct wire_frame *f, const uint8_t *payload)
 		return tern__error(TERN_EPROTO,
 		                   "peer overran the flow-control window of channel %u", in->id);
 	}
-	atomic_fetch_add_explicit(&c->bytes_in, f->len, memory_order_relaxed);
+	COUNT(c->bytes_in, f->len);
 	if (f->type == WIRE_DATA || (f->flags & WIRE_FLAG_FIRST)) {
 		seq = (f->flags & WIRE_FLAG_SEQ) ? f->seq : in->next_seq;
 		in->next_seq = seq + 1;
-		atomic_fetch_add_explicit(&c->messages_in, 1, memory_order_relaxed);
+		COUNT(c->messages_in, 1);
 	} else {
 		seq = in->next_seq - 1;
 	}

@@ -24,7 +24,17 @@
 #include "keyexpr.h"
 #include "node.h"
 
-#define SPIN_NS 50000 /* keep polling this long after the last activity */
+#define SPIN_NS 50000
+
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+} /* keep polling this long after the last activity */
 
 void
 tern_config_init(tern_config *cfg)
@@ -344,10 +354,21 @@ io_main(void *arg)
 	uint64_t last_busy = node_now_ns();
 	uint64_t last_timers = 0;
 
+	unsigned idle_rounds = 0;
+
 	while (!atomic_load(&node->stop)) {
 		bool busy = false;
 		uint64_t now;
 
+		/* while idle-spinning, look at the sockets and the clock only every
+		 * few rounds: queued data is seen through the pending flags */
+		if (idle_rounds > 0 && (idle_rounds & 15) != 0) {
+			idle_rounds++;
+			if (!anything_pending(node)) {
+				cpu_relax();
+				continue;
+			}
+		}
 		run_calls(node);
 		busy |= poll_events(node, 0) > 0;
 		busy |= flush_all(node);
@@ -362,11 +383,14 @@ io_main(void *arg)
 		}
 		if (busy) {
 			last_busy = now;
+			idle_rounds = 0;
 			continue;
 		}
 		if (now - last_busy < SPIN_NS) {
+			idle_rounds++;
 			continue;
 		}
+		idle_rounds = 0;
 		/* Going to sleep: announce it, then look once more for work queued
 		 * before the announcement became visible to publishers. */
 		atomic_store(&node->sleeping, 1);

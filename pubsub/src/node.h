@@ -244,6 +244,16 @@ struct tern_sub {
 	struct tern_sub *next;
 };
 
+/*
+ * Counters with one writer at a time (the I/O thread, or whoever holds the
+ * lock that guards them) are bumped with a relaxed load and store: readers
+ * on other threads see a consistent value, and the hot path pays no locked
+ * instruction.
+ */
+#define COUNT(var, n)                                                                              \
+	atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),    \
+	                      memory_order_relaxed)
+
 /* node.c */
 int node_call(struct tern_node *node, int (*fn)(struct tern_node *, void *), void *arg);
 void node_wake(struct tern_node *node);

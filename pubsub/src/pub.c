@@ -308,20 +308,18 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 			rc = r;
 		}
 	}
+	if (rc == TERN_EAGAIN) {
+		COUNT(pub->dropped, 1);
+	} else if (rc == 0) {
+		COUNT(pub->messages, 1);
+		COUNT(pub->bytes, len);
+	}
 	pthread_mutex_unlock(&pub->lock);
 	if (rc == TERN_EAGAIN) {
-		atomic_fetch_add_explicit(&pub->dropped, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&node->dropped, 1, memory_order_relaxed);
 		tern__error(rc, "queue full on '%s': message dropped", pub->src.key);
 	} else if (rc == TERN_ETIMEDOUT) {
 		tern__error(rc, "publish on '%s' timed out waiting for a slow subscriber",
 		            pub->src.key);
-	}
-	if (rc == 0) {
-		atomic_fetch_add_explicit(&pub->messages, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&pub->bytes, len, memory_order_relaxed);
-		atomic_fetch_add_explicit(&node->messages_out, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&node->bytes_out, len, memory_order_relaxed);
 	}
 	return rc;
 }
@@ -386,6 +384,10 @@ do_pub_close(struct tern_node *node, void *arg)
 	pthread_mutex_lock(&pub->lock);
 	route_src_clear(&pub->src);
 	pthread_mutex_unlock(&pub->lock);
+	/* the node's totals keep what closed publishers sent */
+	COUNT(node->messages_out, atomic_load(&pub->messages));
+	COUNT(node->bytes_out, atomic_load(&pub->bytes));
+	COUNT(node->dropped, atomic_load(&pub->dropped));
 	return 0;
 }
 

@@ -677,8 +677,8 @@ route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uin
 		}
 	}
 	free(heap);
-	atomic_fetch_add_explicit(&node->messages_in, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&node->bytes_in, len, memory_order_relaxed);
+	COUNT(node->messages_in, 1);
+	COUNT(node->bytes_in, len);
 	return true;
 }
 

@@ -11,6 +11,14 @@ sum_batches(struct tern_node *node, void *arg)
 {
 	tern_stats *st = arg;
 
+	st->messages = atomic_load(&node->messages_out);
+	st->bytes = atomic_load(&node->bytes_out);
+	st->dropped = atomic_load(&node->dropped);
+	for (struct tern_pub *p = node->pubs; p != NULL; p = p->next) {
+		st->messages += atomic_load(&p->messages);
+		st->bytes += atomic_load(&p->bytes);
+		st->dropped += atomic_load(&p->dropped);
+	}
 	st->batches = atomic_load(&node->batches);
 	st->batch_bytes = atomic_load(&node->batch_bytes);
 	st->batch_largest = atomic_load(&node->batch_largest);
@@ -29,9 +37,6 @@ void
 tern_node_stats(tern_node *node, tern_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->messages = atomic_load(&node->messages_out);
-	st->bytes = atomic_load(&node->bytes_out);
-	st->dropped = atomic_load(&node->dropped);
 	st->messages_in = atomic_load(&node->messages_in);
 	st->bytes_in = atomic_load(&node->bytes_in);
 	pthread_mutex_lock(&node->lock);
@@ -87,6 +92,9 @@ do_json(struct tern_node *node, void *arg)
 {
 	struct json_args *a = arg;
 	bool first = true;
+	tern_stats st;
+
+	sum_batches(node, &st);
 
 	emit(a, "{\"id\":");
 	emit_str(a, node->id);
@@ -94,10 +102,8 @@ do_json(struct tern_node *node, void *arg)
 	     ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
 	     "\"messages_in\":%llu,\"bytes_in\":%llu,\"connections\":[",
 	     node->cfg.mode == TERN_MODE_ROUTER ? "router" : "peer",
-	     (unsigned long long)atomic_load(&node->messages_out),
-	     (unsigned long long)atomic_load(&node->bytes_out),
-	     (unsigned long long)atomic_load(&node->dropped),
-	     (unsigned long long)atomic_load(&node->messages_in),
+	     (unsigned long long)st.messages, (unsigned long long)st.bytes,
+	     (unsigned long long)st.dropped, (unsigned long long)atomic_load(&node->messages_in),
 	     (unsigned long long)atomic_load(&node->bytes_in));
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
 		if (c->state != CONN_READY) {
