@@ -218,10 +218,10 @@ conn_send_ctl(struct conn *c, const struct ctl_msg *m)
 	pthread_mutex_unlock(&c->wlock);
 }
 
-/* Bytes of whole frames at the head of ring, at most limit (at least one
- * frame if it fits in room). */
+/* Bytes of whole frames in ring starting at base (which is a frame
+ * boundary), at most limit, but at least one frame if it fits in room. */
 static size_t
-frames_prefix(struct ring *r, size_t used, size_t limit, size_t room)
+frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room)
 {
 	size_t off = 0;
 
@@ -233,7 +233,7 @@ frames_prefix(struct ring *r, size_t used, size_t limit, size_t room)
 		struct wire_frame f;
 		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
 
-		ring_peek(r, off, hdr, n);
+		ring_peek(r, base + off, hdr, n);
 		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
 			break;
 		}
@@ -274,7 +274,7 @@ gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
 	if (used <= already || b->n > IOV_BATCH - 2 || (k == b->ntook && b->ntook == 64)) {
 		return;
 	}
-	size_t take = frames_prefix(&oc->ring, used - already, limit, room);
+	size_t take = frames_prefix(&oc->ring, already, used - already, limit, room);
 	if (take == 0) {
 		return;
 	}
@@ -615,9 +615,7 @@ conn_retry_stalled(struct inchan *in)
 {
 	struct conn *c = in->conn;
 
-	if (c->state == CONN_DEAD) {
-		return true;
-	}
+	/* a dead connection's backlog is still delivered: it was received */
 	while (in->boff < in->blen) {
 		const uint8_t *r = in->backlog + in->boff;
 		uint64_t seq, total, len;

@@ -208,6 +208,43 @@ dialer_lost(struct tern_node *node, struct dialer *d, bool was_ready)
 	                                                               : d->backoff_ms * 2;
 }
 
+/* Frames it received before dying still wait in a backlog: deliver them first. */
+static bool
+conn_has_backlog(const struct conn *c)
+{
+	for (uint32_t k = 0; k < c->ins_cap; k++) {
+		if (c->ins[k] != NULL && c->ins[k]->stalled) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+conn_gone(struct tern_node *node, struct conn *c)
+{
+	bool was_ready = c->got_hello;
+
+	c->gone = true;
+	route_conn_gone(node, c);
+	node_peer_ready(node, c);
+	if (c->got_hello) {
+		node_log(node, TERN_LOG_INFO, "disconnected from %s (%s): %s",
+		         c->peer_id[0] ? c->peer_id : "?", c->endpoint, c->reason);
+	} else {
+		node_log(node, TERN_LOG_DEBUG, "connection %s closed: %s", c->endpoint, c->reason);
+	}
+	if (c->dialer != NULL && !node->closing) {
+		dialer_lost(node, c->dialer, was_ready);
+		c->dialer = NULL;
+	}
+	atomic_fetch_add(&node->batches, atomic_load(&c->batches));
+	atomic_fetch_add(&node->batch_bytes, atomic_load(&c->batch_bytes));
+	if (atomic_load(&c->batch_largest) > atomic_load(&node->batch_largest)) {
+		atomic_store(&node->batch_largest, atomic_load(&c->batch_largest));
+	}
+}
+
 static void
 reap_conns(struct tern_node *node)
 {
@@ -219,25 +256,14 @@ reap_conns(struct tern_node *node)
 			pp = &c->next;
 			continue;
 		}
+		if (!c->gone) {
+			conn_gone(node, c);
+		}
+		if (conn_has_backlog(c)) {
+			pp = &c->next;
+			continue;
+		}
 		*pp = c->next;
-		bool was_ready = c->got_hello;
-		route_conn_gone(node, c);
-		node_peer_ready(node, c);
-		if (c->got_hello) {
-			node_log(node, TERN_LOG_INFO, "disconnected from %s (%s): %s",
-			         c->peer_id[0] ? c->peer_id : "?", c->endpoint, c->reason);
-		} else {
-			node_log(node, TERN_LOG_DEBUG, "connection %s closed: %s", c->endpoint,
-			         c->reason);
-		}
-		if (c->dialer != NULL) {
-			dialer_lost(node, c->dialer, was_ready);
-		}
-		atomic_fetch_add(&node->batches, atomic_load(&c->batches));
-		atomic_fetch_add(&node->batch_bytes, atomic_load(&c->batch_bytes));
-		if (atomic_load(&c->batch_largest) > atomic_load(&node->batch_largest)) {
-			atomic_store(&node->batch_largest, atomic_load(&c->batch_largest));
-		}
 		conn_free(c);
 	}
 }
@@ -248,7 +274,7 @@ run_timers(struct tern_node *node)
 	uint64_t now = node_now_ms();
 
 	for (struct dialer *d = node->dialers; d != NULL; d = d->next) {
-		if (d->conn == NULL && now >= d->next_at_ms) {
+		if (d->conn == NULL && now >= d->next_at_ms && !node->closing) {
 			dial(node, d, now);
 		}
 	}
@@ -660,13 +686,27 @@ do_goodbye(struct tern_node *node, void *arg)
 
 	m.u.reason.p = "node closing";
 	m.u.reason.len = strlen(m.u.reason.p);
+	node->closing = true;
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
 		if (c->state == CONN_READY) {
 			conn_send_ctl(c, &m);
 			conn_flush(c);
+			/* Half-close and wait for the peer to hang up: closing with
+			 * its credit grants unread would reset the connection and
+			 * could discard data the peer has received but not read. */
+			shutdown(c->fd, SHUT_WR);
+		} else {
+			conn_fail(c, "node closing");
 		}
 	}
 	return 0;
+}
+
+static int
+all_closed(struct tern_node *node, void *arg)
+{
+	(void)arg;
+	return node->conns == NULL;
 }
 
 static int
@@ -684,10 +724,13 @@ drain_done(struct tern_node *node, void *arg)
 static void
 node_free_all(struct tern_node *node)
 {
+	node->stalled = NULL;
 	while (node->conns != NULL) {
 		struct conn *c = node->conns;
 		node->conns = c->next;
-		route_conn_gone(node, c);
+		if (!c->gone) {
+			route_conn_gone(node, c);
+		}
 		conn_free(c);
 	}
 	while (node->listeners != NULL) {
@@ -735,6 +778,11 @@ tern_node_close(tern_node *node)
 		nanosleep(&ts, NULL);
 	}
 	node_call(node, do_goodbye, NULL);
+	deadline = node_now_ms() + 2000;
+	while (node_call(node, all_closed, NULL) == 0 && node_now_ms() < deadline) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
 	atomic_store(&node->stop, true);
 	node_wake(node);
 	pthread_join(node->thread, NULL);

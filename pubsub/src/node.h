@@ -110,6 +110,7 @@ struct conn {
 	bool peer_synced;
 	bool peer_router; /* the peer runs in router mode */
 	bool counted_ready;
+	bool gone;          /* dead, and routing has forgotten it */
 	uint32_t batch_max; /* largest write */
 	uint32_t frame_max; /* largest payload in one frame we send */
 	uint32_t recv_frame_max;
@@ -204,6 +205,7 @@ struct tern_node {
 	struct tern_sub *subs;
 	struct inchan *stalled;
 	bool subs_blocked; /* a pull subscriber was full */
+	bool closing;      /* goodbye said: no more dialing */
 	uint64_t next_sub_id, next_pub_id;
 	uint64_t window_init, window_max;
 

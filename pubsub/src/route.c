@@ -553,7 +553,8 @@ route_conn_gone(struct tern_node *node, struct conn *c)
 		pp = &i->next;
 	}
 	for (uint32_t k = 0; k < c->ins_cap; k++) {
-		if (c->ins[k] != NULL) {
+		/* a channel with a backlog stays until it is delivered */
+		if (c->ins[k] != NULL && !c->ins[k]->stalled) {
 			inchan_close(node, c, c->ins[k]);
 		}
 	}

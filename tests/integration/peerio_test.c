@@ -339,15 +339,109 @@ test_oversize_refused(void **state)
 	tern_node_close(a);
 }
 
+/* ---- many channels sharing small batches: frames stay whole ---- */
+
+#define CHANNELS    4
+#define PER_CHANNEL 20000
+
+struct chan_pub {
+	tern_pub *pub;
+	int index;
+};
+
+static size_t
+msg_len(int ch, uint64_t seq)
+{
+	return 1 + (size_t)((seq * 7 + (uint64_t)ch * 13) % 300);
+}
+
+static void
+fill(uint8_t *p, size_t n, int ch, uint64_t seq)
+{
+	for (size_t i = 0; i < n; i++) {
+		p[i] = (uint8_t)(seq + (uint64_t)ch * 31 + i);
+	}
+}
+
+static void *
+chan_thread(void *arg)
+{
+	struct chan_pub *cp = arg;
+	uint8_t buf[300];
+
+	for (uint64_t seq = 1; seq <= PER_CHANNEL; seq++) {
+		size_t n = msg_len(cp->index, seq);
+		fill(buf, n, cp->index, seq);
+		if (tern_publish(cp->pub, buf, n) != 0) {
+			return (void *)1;
+		}
+	}
+	return NULL;
+}
+
+static void
+test_many_channels_small_batches(void **state)
+{
+	tern_config cfg;
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *sub;
+	struct chan_pub cp[CHANNELS];
+	pthread_t th[CHANNELS];
+	uint64_t next[CHANNELS] = {0};
+	uint8_t want[300];
+	tern_msg m;
+	(void)state;
+
+	tern_config_init(&cfg);
+	cfg.batch_max_bytes = 1024;
+	a = open_node(NULL);
+	b = open_node(&cfg);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "m/*", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	for (int i = 0; i < CHANNELS; i++) {
+		char key[16];
+		snprintf(key, sizeof(key), "m/%d", i);
+		cp[i].index = i;
+		assert_int_equal(tern_pub_open(&cp[i].pub, b, key, -1), 0);
+		next[i] = 1;
+	}
+	for (int i = 0; i < CHANNELS; i++) {
+		pthread_create(&th[i], NULL, chan_thread, &cp[i]);
+	}
+	for (int n = 0; n < CHANNELS * PER_CHANNEL; n++) {
+		assert_int_equal(tern_sub_recv(sub, &m, 10000), 0);
+		int ch = m.key[2] - '0';
+		assert_true(ch >= 0 && ch < CHANNELS);
+		assert_true(m.seq == next[ch]);
+		assert_int_equal(m.len, msg_len(ch, m.seq));
+		fill(want, m.len, ch, m.seq);
+		assert_memory_equal(m.data, want, m.len);
+		next[ch]++;
+	}
+	for (int i = 0; i < CHANNELS; i++) {
+		void *rc;
+		pthread_join(th[i], &rc);
+		assert_null(rc);
+		tern_pub_close(cp[i].pub);
+	}
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_other_version_refused),
-		cmocka_unit_test(test_connect_to_other_version),
-		cmocka_unit_test(test_bad_magic_and_garbage),
-		cmocka_unit_test(test_batches_bounded_and_idle_flush),
-		cmocka_unit_test(test_oversize_refused),
+	    cmocka_unit_test(test_other_version_refused),
+	    cmocka_unit_test(test_connect_to_other_version),
+	    cmocka_unit_test(test_bad_magic_and_garbage),
+	    cmocka_unit_test(test_batches_bounded_and_idle_flush),
+	    cmocka_unit_test(test_oversize_refused),
+	    cmocka_unit_test(test_many_channels_small_batches),
 	};
 	return cmocka_run_group_tests_name("peerio", tests, NULL, NULL);
 }

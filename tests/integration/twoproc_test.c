@@ -48,8 +48,8 @@ open_node(bool low_latency)
 
 /* Fork a subscriber running fn; return its pid and the endpoint it bound. */
 static pid_t
-spawn(int (*fn)(int fd, const char *listen, void *arg), const char *listen, void *arg,
-      char *bound, size_t len)
+spawn(int (*fn)(int fd, const char *listen, void *arg), const char *listen, void *arg, char *bound,
+      size_t len)
 {
 	int p[2];
 	pid_t pid;
@@ -129,7 +129,7 @@ stream_child(int fd, const char *listen, void *arg)
 	tern_node_close(node);
 	if (o.got != STREAM_COUNT || o.bad != 0) {
 		fprintf(stderr, "child: got %llu, %llu out of order\n", (unsigned long long)o.got,
-			(unsigned long long)o.bad);
+		        (unsigned long long)o.bad);
 		return 1;
 	}
 	return 0;
@@ -139,8 +139,8 @@ static void
 run_stream(const char *listen, bool low_latency)
 {
 	char bound[256];
-	pid_t pid = spawn(stream_child, listen, low_latency ? (void *)1 : NULL, bound,
-			  sizeof(bound));
+	pid_t pid =
+	    spawn(stream_child, listen, low_latency ? (void *)1 : NULL, bound, sizeof(bound));
 	tern_node *node = open_node(low_latency);
 	tern_pub *pub;
 	uint8_t buf[64] = {0};
@@ -158,7 +158,7 @@ run_stream(const char *listen, bool low_latency)
 	assert_int_equal(tern_pub_flush(pub, 60000), 0);
 	tern_pub_stats(pub, &st);
 	print_message("%s %s: %.0f msgs/s\n", listen, low_latency ? "low-latency" : "batched",
-		      STREAM_COUNT / (now_s() - t0));
+	              STREAM_COUNT / (now_s() - t0));
 	assert_true(st.messages == STREAM_COUNT);
 	assert_int_equal(child_status(pid), 0);
 	tern_pub_close(pub);
@@ -214,7 +214,7 @@ test_stream_tcp6(void **state)
 
 /* ---- a 64 MiB message while small ones keep flowing on another key ---- */
 
-#define BIG (64u << 20)
+#define BIG            (64u << 20)
 #define SMALL_EVERY_US 1000
 
 struct big_state {
@@ -238,7 +238,6 @@ checksum(const uint8_t *p, size_t n)
 	}
 	return (b << 16) | a;
 }
-
 
 static void
 on_small(void *arg, const tern_msg *m)
@@ -347,7 +346,7 @@ run_big(bool low_latency)
 	int saved = dup(1);
 	dup2(p[1], 1);
 	pid = spawn(big_child, "tcp://127.0.0.1:0", low_latency ? (void *)1 : NULL, bound,
-		    sizeof(bound));
+	            sizeof(bound));
 	dup2(saved, 1);
 	close(saved);
 	close(p[1]);
@@ -378,12 +377,13 @@ run_big(bool low_latency)
 	unsigned long long got, bad, before;
 	double max_delay, done_at, last_before;
 	assert_int_equal(sscanf(out, "%u %zu %llu %llu %llu %lf %lf %lf", &sum, &len, &got, &bad,
-				&before, &max_delay, &done_at, &last_before),
-			 8);
+	                        &before, &max_delay, &done_at, &last_before),
+	                 8);
 	/* CLOCK_MONOTONIC is one clock for both processes */
 	big_s = done_at - t0;
 	print_message("64 MiB in %.3f s; %llu small messages, %llu before the big one arrived, "
-		      "max delay %.1f ms\n", big_s, got, before, max_delay * 1e3);
+	              "max delay %.1f ms\n",
+	              big_s, got, before, max_delay * 1e3);
 	assert_int_equal(status, 0);
 	assert_int_equal(len, BIG);
 	assert_int_equal(sum, checksum(big, BIG));
@@ -484,14 +484,14 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_stream_tcp_batched),
-		cmocka_unit_test(test_stream_tcp_lowlat),
-		cmocka_unit_test(test_stream_unix_batched),
-		cmocka_unit_test(test_stream_unix_lowlat),
-		cmocka_unit_test(test_stream_tcp6),
-		cmocka_unit_test(test_big_with_small_batched),
-		cmocka_unit_test(test_big_with_small_lowlat),
-		cmocka_unit_test(test_keyexpr_filter),
+	    cmocka_unit_test(test_stream_tcp_batched),
+	    cmocka_unit_test(test_stream_tcp_lowlat),
+	    cmocka_unit_test(test_stream_unix_batched),
+	    cmocka_unit_test(test_stream_unix_lowlat),
+	    cmocka_unit_test(test_stream_tcp6),
+	    cmocka_unit_test(test_big_with_small_batched),
+	    cmocka_unit_test(test_big_with_small_lowlat),
+	    cmocka_unit_test(test_keyexpr_filter),
 	};
 	return cmocka_run_group_tests_name("twoproc", tests, NULL, NULL);
 }
