@@ -112,8 +112,8 @@ test_window_capped(void **state)
 static struct wire_frame
 chunk(uint64_t ch, int flags, uint64_t total, uint64_t len)
 {
-	struct wire_frame f = {.type = WIRE_CHUNK, .flags = flags, .channel = ch, .total = total,
-			       .len = len};
+	struct wire_frame f = {
+	    .type = WIRE_CHUNK, .flags = flags, .channel = ch, .total = total, .len = len};
 	return f;
 }
 
@@ -202,15 +202,15 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_top_up_at_half),
-		cmocka_unit_test(test_overrun_detected),
-		cmocka_unit_test(test_window_grows_to_bdp),
-		cmocka_unit_test(test_no_growth_when_receiver_is_slow),
-		cmocka_unit_test(test_growth_once_per_window),
-		cmocka_unit_test(test_window_capped),
-		cmocka_unit_test(test_reasm_interleaved),
-		cmocka_unit_test(test_reasm_refuses_oversize),
-		cmocka_unit_test(test_reasm_bad_sequences),
+	    cmocka_unit_test(test_top_up_at_half),
+	    cmocka_unit_test(test_overrun_detected),
+	    cmocka_unit_test(test_window_grows_to_bdp),
+	    cmocka_unit_test(test_no_growth_when_receiver_is_slow),
+	    cmocka_unit_test(test_growth_once_per_window),
+	    cmocka_unit_test(test_window_capped),
+	    cmocka_unit_test(test_reasm_interleaved),
+	    cmocka_unit_test(test_reasm_refuses_oversize),
+	    cmocka_unit_test(test_reasm_bad_sequences),
 	};
 	return cmocka_run_group_tests_name("credit", tests, NULL, NULL);
 }

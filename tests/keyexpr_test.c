@@ -18,50 +18,50 @@ struct match_case {
 };
 
 static const struct match_case matches[] = {
-	{"a", "a", true},
-	{"a", "b", false},
-	{"a/b", "a/b", true},
-	{"a/b", "a/c", false},
-	{"a/b", "a", false},
-	{"a", "a/b", false},
-	{"*", "a", true},
-	{"*", "a/b", false},
-	{"a/*", "a/b", true},
-	{"a/*", "a", false},
-	{"a/*", "a/b/c", false},
-	{"*/b", "a/b", true},
-	{"*/b", "a/c", false},
-	{"a/*/c", "a/b/c", true},
-	{"a/*/c", "a/c", false},
-	{"**", "a", true},
-	{"**", "a/b/c", true},
-	{"a/**", "a", true},
-	{"a/**", "a/b", true},
-	{"a/**", "a/b/c/d", true},
-	{"a/**", "b/a", false},
-	{"**/c", "c", true},
-	{"**/c", "a/b/c", true},
-	{"**/c", "a/b/d", false},
-	{"a/**/c", "a/c", true},
-	{"a/**/c", "a/b/c", true},
-	{"a/**/c", "a/b/b/c", true},
-	{"a/**/c", "a/b/d", false},
-	{"sensors/*/temp", "sensors/room-1/temp", true},
-	{"sensors/*/temp", "sensors/room-1/hum", false},
-	{"sensors/**", "sensors/a/b", true},
-	{"sensors/**", "other/x", false},
-	{"sensors/**", "sensors", true},
-	{"**/**", "a", true},
-	{"*/**", "a", true},
-	{"*/**", "a/b/c", true},
-	{"**/*/b", "b", false},
-	{"**/*/b", "a/b", true},
-	{"a/**/**/b", "a/b", true},
-	{"a/b*", "a/bc", false}, /* invalid expression never matches */
-	{"ab", "abc", false},
-	{"abc", "ab", false},
-	{"a/*/*", "a/b/c", true},
-	{"a/*/*", "a/b", false},
+    {"a", "a", true},
+    {"a", "b", false},
+    {"a/b", "a/b", true},
+    {"a/b", "a/c", false},
+    {"a/b", "a", false},
+    {"a", "a/b", false},
+    {"*", "a", true},
+    {"*", "a/b", false},
+    {"a/*", "a/b", true},
+    {"a/*", "a", false},
+    {"a/*", "a/b/c", false},
+    {"*/b", "a/b", true},
+    {"*/b", "a/c", false},
+    {"a/*/c", "a/b/c", true},
+    {"a/*/c", "a/c", false},
+    {"**", "a", true},
+    {"**", "a/b/c", true},
+    {"a/**", "a", true},
+    {"a/**", "a/b", true},
+    {"a/**", "a/b/c/d", true},
+    {"a/**", "b/a", false},
+    {"**/c", "c", true},
+    {"**/c", "a/b/c", true},
+    {"**/c", "a/b/d", false},
+    {"a/**/c", "a/c", true},
+    {"a/**/c", "a/b/c", true},
+    {"a/**/c", "a/b/b/c", true},
+    {"a/**/c", "a/b/d", false},
+    {"sensors/*/temp", "sensors/room-1/temp", true},
+    {"sensors/*/temp", "sensors/room-1/hum", false},
+    {"sensors/**", "sensors/a/b", true},
+    {"sensors/**", "other/x", false},
+    {"sensors/**", "sensors", true},
+    {"**/**", "a", true},
+    {"*/**", "a", true},
+    {"*/**", "a/b/c", true},
+    {"**/*/b", "b", false},
+    {"**/*/b", "a/b", true},
+    {"a/**/**/b", "a/b", true},
+    {"a/b*", "a/bc", false}, /* invalid expression never matches */
+    {"ab", "abc", false},
+    {"abc", "ab", false},
+    {"a/*/*", "a/b/c", true},
+    {"a/*/*", "a/b", false},
 };
 
 static void
@@ -73,7 +73,7 @@ test_match_table(void **state)
 		bool got = tern_keyexpr_match(c->ke, c->key);
 		if (got != c->match) {
 			fail_msg("'%s' vs '%s': expected %s", c->ke, c->key,
-				 c->match ? "match" : "no match");
+			         c->match ? "match" : "no match");
 		}
 	}
 	assert_true(sizeof(matches) / sizeof(matches[0]) >= 40);
@@ -82,7 +82,8 @@ test_match_table(void **state)
 static void
 test_invalid_forms(void **state)
 {
-	static const char *bad_ke[] = {"", "/a", "a/", "a//b", "ab*", "*b", "a/**b", "***", "a/*x/c", "/"};
+	static const char *bad_ke[] = {"",   "/a",    "a/",  "a//b",   "ab*",
+	                               "*b", "a/**b", "***", "a/*x/c", "/"};
 	static const char *bad_key[] = {"", "/a", "a/", "a//b", "a/*", "**", "a*b"};
 	(void)state;
 
@@ -137,10 +138,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_match_table),
-		cmocka_unit_test(test_invalid_forms),
-		cmocka_unit_test(test_limits),
-		cmocka_unit_test(test_intersect),
+	    cmocka_unit_test(test_match_table),
+	    cmocka_unit_test(test_invalid_forms),
+	    cmocka_unit_test(test_limits),
+	    cmocka_unit_test(test_intersect),
 	};
 	return cmocka_run_group_tests_name("keyexpr", tests, NULL, NULL);
 }
