@@ -5,6 +5,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -432,6 +433,94 @@ test_many_channels_small_batches(void **state)
 	tern_node_close(a);
 }
 
+/* ---- a subscriber that stops reading one key does not stop another ---- */
+
+struct slow_pub {
+	tern_pub *pub;
+	int rc;
+	atomic_long sent;
+	atomic_int stop;
+};
+
+static void *
+flood_thread(void *arg)
+{
+	struct slow_pub *sp = arg;
+	uint8_t buf[1024] = {0};
+
+	while (!atomic_load(&sp->stop)) {
+		int rc = tern_publish(sp->pub, buf, sizeof(buf));
+		if (rc != 0) {
+			sp->rc = rc;
+			break;
+		}
+		atomic_fetch_add(&sp->sent, 1);
+	}
+	return NULL;
+}
+
+static atomic_long fast_got;
+
+static void
+on_fast(void *arg, const tern_msg *m)
+{
+	(void)arg;
+	(void)m;
+	atomic_fetch_add(&fast_got, 1);
+}
+
+static void
+test_slow_key_does_not_stop_others(void **state)
+{
+	tern_config cfg;
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *slow, *fast;
+	tern_pub *fast_pub;
+	struct slow_pub sp = {0};
+	pthread_t th;
+	(void)state;
+
+	tern_config_init(&cfg);
+	cfg.publish_timeout_ms = 3000;
+	a = open_node(&cfg);
+	b = open_node(&cfg);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&slow, a, "slow", NULL, NULL), 0); /* never read */
+	assert_int_equal(tern_sub_open(&fast, a, "fast", on_fast, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&sp.pub, b, "slow", -1), 0);
+	assert_int_equal(tern_pub_open(&fast_pub, b, "fast", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	pthread_create(&th, NULL, flood_thread, &sp);
+	/* wait until the slow key is stuck: its publisher stops advancing */
+	long last = -1;
+	for (int i = 0; i < 200 && sp.sent != last; i++) {
+		last = sp.sent;
+		usleep(20000);
+	}
+	assert_true(sp.sent > 0);
+	assert_int_equal(sp.rc, 0); /* still blocked, not failed */
+	for (int i = 0; i < 10000; i++) {
+		assert_int_equal(tern_publish(fast_pub, "x", 1), 0);
+	}
+	for (int i = 0; i < 2000 && atomic_load(&fast_got) < 10000; i++) {
+		usleep(1000);
+	}
+	assert_int_equal(atomic_load(&fast_got), 10000);
+	/* the slow key's publisher, blocked meanwhile, times out with an error */
+	pthread_join(th, NULL);
+	assert_int_equal(sp.rc, TERN_ETIMEDOUT);
+	/* what it sent is bounded by the queues, not by how long it tried */
+	assert_true(sp.sent * 1024 < 8 * 1024 * 1024);
+	tern_pub_close(sp.pub);
+	tern_pub_close(fast_pub);
+	tern_sub_close(slow);
+	tern_sub_close(fast);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
 int
 main(void)
 {
@@ -442,6 +531,7 @@ main(void)
 	    cmocka_unit_test(test_batches_bounded_and_idle_flush),
 	    cmocka_unit_test(test_oversize_refused),
 	    cmocka_unit_test(test_many_channels_small_batches),
+	    cmocka_unit_test(test_slow_key_does_not_stop_others),
 	};
 	return cmocka_run_group_tests_name("peerio", tests, NULL, NULL);
 }
