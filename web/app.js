@@ -1,0 +1,192 @@
+// app.js: the dashboard page. Keeps the list of runs and the selected run in
+// step with the server: full lists on connect, then pushes ("run_added",
+// "result", "run_updated") while a bench writes.
+
+import { Connection } from './connection.js';
+import { el, clear } from './dom.js';
+import { RunsList } from './runs-list.js';
+import { RunView } from './run-view.js';
+import { TrendView } from './trend-view.js';
+import { CompareView } from './compare-view.js';
+
+const state = {
+  db: null,
+  runs: [],
+  selected: null,
+  view: 'run',
+};
+
+const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+const connection = new Connection(`${scheme}://${location.host}/ws`);
+const runsList = new RunsList(document.getElementById('runs'), (id) => selectRun(id, true));
+const runView = new RunView(document.getElementById('view-run'), pickCell);
+const trendView = new TrendView(document.getElementById('view-trend'), connection);
+const compareView = new CompareView(document.getElementById('view-compare'), connection);
+const follow = document.getElementById('follow');
+const notice = document.getElementById('notice');
+const errorBar = document.getElementById('error');
+
+if (typeof window.Chart !== 'function') {
+  showError('The chart library did not load (/vendor/chart.umd.min.js): run `npm ci --omit=dev` in the web/ folder, then reload. Figures are in each panel\'s "values" table.');
+} else {
+  window.Chart.defaults.animation = false;
+}
+
+function showError(message) {
+  errorBar.textContent = message;
+  errorBar.hidden = !message;
+}
+
+// The missing or empty database message, and how to make one.
+function showDatabase(db) {
+  state.db = db;
+  document.getElementById('db-path').textContent = db ? db.path : '';
+  clear(notice);
+  if (!db || db.state === 'ready') {
+    notice.hidden = true;
+    return;
+  }
+  const headline = {
+    missing: 'There is no benchmark database here yet.',
+    empty: 'The benchmark database has no runs yet.',
+    broken: 'The benchmark database cannot be read.',
+  }[db.state] || 'The benchmark database is not ready.';
+  notice.append(
+    el('strong', { text: headline }),
+    el('p', { text: db.reason }),
+    el('p', {}, 'Make one with ', el('code', { text: `tern bench --quick --db ${db.path}` }), '; this page shows the run as soon as the bench starts writing it.'),
+  );
+  notice.hidden = false;
+}
+
+function setView(view) {
+  state.view = view;
+  // A view opened for the first time shows something at once.
+  if (view === 'trend' && !trendView.cell) {
+    trendView.request(trendView.formCell());
+  }
+  if (view === 'compare' && !compareView.shown) {
+    compareView.compare(Number(compareView.runA.value), Number(compareView.runB.value));
+  }
+  for (const button of document.querySelectorAll('.tabs button')) {
+    button.setAttribute('aria-selected', button.dataset.view === view ? 'true' : 'false');
+  }
+  for (const name of ['run', 'trend', 'compare']) {
+    document.getElementById(`view-${name}`).hidden = name !== view;
+  }
+}
+
+for (const button of document.querySelectorAll('.tabs button')) {
+  button.addEventListener('click', () => setView(button.dataset.view));
+}
+
+function renderRuns() {
+  runsList.render(state.runs, state.selected);
+  compareView.setRuns(state.runs, state.selected);
+}
+
+async function loadRun(id) {
+  let reply;
+  try {
+    reply = await connection.request({ type: 'run', run_id: id });
+  } catch {
+    return; // reconnecting: the next list of runs loads it again
+  }
+  if (reply.type === 'error') {
+    if (state.selected === id) {
+      runView.showMessage(reply.error);
+    }
+    return;
+  }
+  if (state.selected === id) {
+    runView.load(reply);
+    trendView.setCells(runView.cells());
+  }
+}
+
+function selectRun(id, byUser) {
+  if (byUser) {
+    // Choosing an older run stops following; choosing the newest resumes it.
+    follow.checked = state.runs.length > 0 && state.runs[0].id === id;
+  }
+  if (state.selected === id && runView.run) {
+    return;
+  }
+  state.selected = id;
+  runView.select(id);
+  renderRuns();
+  loadRun(id);
+}
+
+function pickCell(result) {
+  setView('trend');
+  trendView.request({ scenario: result.scenario, link: result.link, layer: result.layer, mode: result.mode, records_per_msg: result.records_per_msg });
+}
+
+connection.onStatus((status) => {
+  const node = document.getElementById('connection');
+  node.dataset.state = status;
+  node.textContent = { open: 'live', connecting: 'connecting', closed: 'disconnected, retrying' }[status] || status;
+});
+
+connection.on('runs', (msg) => {
+  showDatabase(msg.db);
+  state.runs = (msg.runs || []).slice().sort((a, b) => b.id - a.id);
+  if (state.runs.length === 0) {
+    state.selected = null;
+    runView.showMessage(msg.db && msg.db.state === 'ready' ? 'No runs.' : 'Nothing to show until a bench writes a run.');
+    renderRuns();
+    return;
+  }
+  const keep = state.runs.some((r) => r.id === state.selected) && !follow.checked;
+  const id = keep ? state.selected : state.runs[0].id;
+  // After a reconnect the run may have moved on: load it again.
+  state.selected = null;
+  runView.runId = null;
+  selectRun(id, false);
+});
+
+connection.on('run_added', (msg) => {
+  if (state.runs.some((r) => r.id === msg.run.id)) {
+    return;
+  }
+  state.runs.unshift(msg.run);
+  state.runs.sort((a, b) => b.id - a.id);
+  if (state.db && state.db.state !== 'ready') {
+    showDatabase({ ...state.db, state: 'ready' });
+  }
+  if (follow.checked || state.selected === null) {
+    selectRun(msg.run.id, false);
+  } else {
+    renderRuns();
+  }
+});
+
+connection.on('run_updated', (msg) => {
+  const index = state.runs.findIndex((r) => r.id === msg.run.id);
+  if (index >= 0) {
+    state.runs[index] = msg.run;
+  }
+  runView.updateRun(msg.run);
+  renderRuns();
+});
+
+connection.on('result', (msg) => {
+  const run = state.runs.find((r) => r.id === msg.run_id);
+  if (run && !(msg.run_id === runView.runId && runView.results.has(msg.result.id))) {
+    run.results = (run.results || 0) + 1;
+    if (msg.result.failed) {
+      run.failed_cells = (run.failed_cells || 0) + 1;
+    }
+    renderRuns();
+  }
+  runView.addPushed(msg);
+  if (msg.run_id === state.selected) {
+    trendView.setCells(runView.cells());
+  }
+  if (trendView.matches(msg.result)) {
+    trendView.request(trendView.cell);
+  }
+});
+
+connection.on('error', (msg) => showError(`The server refused a request: ${msg.error}`));
