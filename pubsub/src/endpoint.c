@@ -171,9 +171,13 @@ endpoint_listen(const struct endpoint *ep, char *bound, size_t bound_len)
 	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
 		int e = errno;
 		close(fd);
-		return tern__error(
-		    e == EADDRINUSE ? TERN_EADDRINUSE : TERN_ESYS, "cannot listen on %s%s%s:%d: %s",
-		    ep->unix_domain ? "unix://" : "tcp://", ep->host, "", ep->port, strerror(e));
+		int code = e == EADDRINUSE ? TERN_EADDRINUSE : TERN_ESYS;
+		if (ep->unix_domain) {
+			return tern__error(code, "cannot listen on unix://%s: %s", ep->host,
+			                   strerror(e));
+		}
+		return tern__error(code, "cannot listen on tcp://%s:%d: %s", ep->host, ep->port,
+		                   strerror(e));
 	}
 	if (listen(fd, 1024) < 0) {
 		int e = errno;
