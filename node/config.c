@@ -62,6 +62,7 @@ static const struct key_spec key_specs[] = {
     {"max_message_bytes", KIND_U64, FIELD(max_message_bytes), 1, 4 * GIB - 1},
     {"chunk_bytes", KIND_U32, FIELD(chunk_bytes), 256, 16 * MIB},
     {"publish_timeout_ms", KIND_U32, FIELD(publish_timeout_ms), 0, 3600000},
+    {"slow_consumer_ms", KIND_U32, FIELD(slow_consumer_ms), 1, 3600000},
     {"handshake_timeout_ms", KIND_U32, FIELD(handshake_timeout_ms), 100, 600000},
     {"keepalive_ms", KIND_U32, FIELD(keepalive_ms), 10, 3600000},
     {"reconnect", KIND_OBJECT, 0, 0, 0},
@@ -769,6 +770,7 @@ config_to_json(const node_config *nc)
 	cJSON_AddNumberToObject(root, "max_message_bytes", (double)tc->max_message_bytes);
 	cJSON_AddNumberToObject(root, "chunk_bytes", tc->chunk_bytes);
 	cJSON_AddNumberToObject(root, "publish_timeout_ms", tc->publish_timeout_ms);
+	cJSON_AddNumberToObject(root, "slow_consumer_ms", tc->slow_consumer_ms);
 	cJSON_AddNumberToObject(root, "handshake_timeout_ms", tc->handshake_timeout_ms);
 	cJSON_AddNumberToObject(root, "keepalive_ms", tc->keepalive_ms);
 	cJSON_AddNumberToObject(reconnect, "initial_ms", tc->reconnect_initial_ms);

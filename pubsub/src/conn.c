@@ -28,7 +28,7 @@
 
 #define OUT_INITIAL 65536
 #define IOV_BATCH   256
-#define BACKLOG_HDR 25 /* type|flags, seq (8), total (8), len (8) */
+#define BACKLOG_HDR 26 /* type|flags, header length, seq (8), total (8), len (8) */
 
 static void
 conn_epoll(struct conn *c, int op)
@@ -218,14 +218,20 @@ conn_send_ctl(struct conn *c, const struct ctl_msg *m)
 	pthread_mutex_unlock(&c->wlock);
 }
 
-/* Bytes of whole frames in ring starting at base (which is a frame
- * boundary), at most limit, but at least one frame if it fits in room. */
+/*
+ * Bytes of whole frames in ring starting at base (a frame boundary): at
+ * most limit (but at least one frame if it fits in room), and never more
+ * than the channel's credit, which counts frames as they are on the wire.
+ */
 static size_t
-frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room)
+frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room, int64_t credit)
 {
 	size_t off = 0;
 
-	if (used <= limit) {
+	if (credit <= 0) {
+		return 0;
+	}
+	if (used <= limit && used <= (uint64_t)credit) {
 		return used;
 	}
 	while (off < used) {
@@ -238,6 +244,9 @@ frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t roo
 			break;
 		}
 		size_t flen = hlen + (size_t)f.len;
+		if (off + flen > (uint64_t)credit) {
+			break;
+		}
 		if (off + flen > limit && !(off == 0 && flen <= room)) {
 			break;
 		}
@@ -274,10 +283,13 @@ gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
 	if (used <= already || b->n > IOV_BATCH - 2 || (k == b->ntook && b->ntook == 64)) {
 		return;
 	}
-	size_t take = frames_prefix(&oc->ring, already, used - already, limit, room);
+	size_t take = frames_prefix(&oc->ring, already, used - already, limit, room,
+	                            atomic_load_explicit(&oc->credit, memory_order_acquire));
 	if (take == 0) {
+		oc->want_blocked = true; /* waiting for credit, not for room */
 		return;
 	}
+	atomic_fetch_sub(&oc->credit, (int64_t)take);
 	int nv = ring_iov(&oc->ring, already, take, &b->iov[b->n]);
 	for (int i = 0; i < nv; i++) {
 		b->chan[b->n + i] = oc;
@@ -365,6 +377,30 @@ settle(struct conn *c, struct batch *b, size_t written)
 	}
 }
 
+/* Report channels whose data waits for credit (once per shortage), so the
+ * receiver can grow a window that is too small for the link. */
+static bool
+tell_blocked(struct conn *c)
+{
+	bool told = false;
+
+	for (int i = 0; i < c->nout; i++) {
+		struct outchan *oc = c->outv[i];
+		if (!oc->want_blocked) {
+			continue;
+		}
+		oc->want_blocked = false;
+		if (!atomic_exchange(&oc->blocked_sent, true)) {
+			struct ctl_msg m = {.type = CTL_BLOCKED};
+			m.u.credit.channel = oc->id;
+			m.u.credit.bytes = 0;
+			conn_send_ctl_locked(c, &m);
+			told = true;
+		}
+	}
+	return told;
+}
+
 void
 conn_flush_locked(struct conn *c)
 {
@@ -377,6 +413,9 @@ conn_flush_locked(struct conn *c)
 	for (;;) {
 		struct msghdr mh = {0};
 		gather(c, &b);
+		if (b.total == 0 && tell_blocked(c)) {
+			continue;
+		}
 		if (b.total == 0) {
 			conn_set_epollout(c, false);
 			return;
@@ -506,7 +545,8 @@ stall(struct tern_node *node, struct inchan *in)
 }
 
 static bool
-backlog_add(struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8_t *p, uint64_t len)
+backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total, const uint8_t *p,
+            uint64_t len)
 {
 	size_t need = in->blen + BACKLOG_HDR + len;
 
@@ -528,9 +568,10 @@ backlog_add(struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8
 	}
 	uint8_t *w = in->backlog + in->blen;
 	w[0] = (uint8_t)tf;
-	memcpy(w + 1, &seq, 8);
-	memcpy(w + 9, &total, 8);
-	memcpy(w + 17, &len, 8);
+	w[1] = (uint8_t)hlen;
+	memcpy(w + 2, &seq, 8);
+	memcpy(w + 10, &total, 8);
+	memcpy(w + 18, &len, 8);
 	memcpy(w + BACKLOG_HDR, p, len);
 	in->blen += BACKLOG_HDR + len;
 	return true;
@@ -542,8 +583,8 @@ backlog_add(struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8
  * delivery. Returns 1 done, 0 must wait (stage kept), <0 fatal.
  */
 static int
-process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total, const uint8_t *p,
-        uint64_t len)
+process(struct conn *c, struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total,
+        const uint8_t *p, uint64_t len)
 {
 	struct tern_node *node = c->node;
 	struct wire_frame f = {.type = tf & WIRE_TYPE_MASK, .flags = tf & ~WIRE_TYPE_MASK};
@@ -553,7 +594,7 @@ process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
 		if (!route_deliver(node, in, seq, p, len, NULL, true)) {
 			return 0;
 		}
-		grant(c, in, credit_rx_consume(&in->credit, len));
+		grant(c, in, credit_rx_consume(&in->credit, len + hlen));
 		return 1;
 	}
 	f.len = len;
@@ -566,7 +607,7 @@ process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
 		if (f.flags & WIRE_FLAG_LAST) {
 			in->skip_chunks = false;
 		}
-		grant(c, in, credit_rx_consume(&in->credit, len));
+		grant(c, in, credit_rx_consume(&in->credit, len + hlen));
 		return 1;
 	}
 	if (in->stage == 0) {
@@ -594,7 +635,7 @@ process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
 		}
 		if (in->stage == 1) {
 			in->stage = 0;
-			grant(c, in, credit_rx_consume(&in->credit, len));
+			grant(c, in, credit_rx_consume(&in->credit, len + hlen));
 			return 1;
 		}
 	}
@@ -605,7 +646,7 @@ process(struct conn *c, struct inchan *in, int tf, uint64_t seq, uint64_t total,
 	}
 	in->done_buf = NULL;
 	in->stage = 0;
-	grant(c, in, credit_rx_consume(&in->credit, len));
+	grant(c, in, credit_rx_consume(&in->credit, len + hlen));
 	return 1;
 }
 
@@ -619,10 +660,10 @@ conn_retry_stalled(struct inchan *in)
 	while (in->boff < in->blen) {
 		const uint8_t *r = in->backlog + in->boff;
 		uint64_t seq, total, len;
-		memcpy(&seq, r + 1, 8);
-		memcpy(&total, r + 9, 8);
-		memcpy(&len, r + 17, 8);
-		int rc = process(c, in, r[0], seq, total, r + BACKLOG_HDR, len);
+		memcpy(&seq, r + 2, 8);
+		memcpy(&total, r + 10, 8);
+		memcpy(&len, r + 18, 8);
+		int rc = process(c, in, r[0], r[1], seq, total, r + BACKLOG_HDR, len);
 		if (rc < 0) {
 			conn_fail(c, tern_last_error());
 			return true;
@@ -638,7 +679,7 @@ conn_retry_stalled(struct inchan *in)
 }
 
 static int
-on_data(struct conn *c, const struct wire_frame *f, const uint8_t *payload)
+on_data(struct conn *c, const struct wire_frame *f, size_t hlen, const uint8_t *payload)
 {
 	struct inchan *in = inchan_get(c, f->channel);
 	uint64_t seq;
@@ -648,7 +689,8 @@ on_data(struct conn *c, const struct wire_frame *f, const uint8_t *payload)
 		return tern__error(TERN_EPROTO, "data on channel %llu, which was never opened",
 		                   (unsigned long long)f->channel);
 	}
-	if (!credit_rx_receive(&in->credit, f->len)) {
+	/* credit counts whole frames, header included, as the sender queues them */
+	if (!credit_rx_receive(&in->credit, hlen + f->len)) {
 		return tern__error(TERN_EPROTO,
 		                   "peer overran the flow-control window of channel %u", in->id);
 	}
@@ -661,13 +703,13 @@ on_data(struct conn *c, const struct wire_frame *f, const uint8_t *payload)
 		seq = in->next_seq - 1;
 	}
 	if (in->stalled) {
-		return backlog_add(in, f->type | f->flags, seq, f->total, payload, f->len)
+		return backlog_add(in, f->type | f->flags, hlen, seq, f->total, payload, f->len)
 		           ? 0
 		           : TERN_ENOMEM;
 	}
-	rc = process(c, in, f->type | f->flags, seq, f->total, payload, f->len);
+	rc = process(c, in, f->type | f->flags, hlen, seq, f->total, payload, f->len);
 	if (rc == 0) {
-		if (!backlog_add(in, f->type | f->flags, seq, f->total, payload, f->len)) {
+		if (!backlog_add(in, f->type | f->flags, hlen, seq, f->total, payload, f->len)) {
 			return TERN_ENOMEM;
 		}
 		stall(c->node, in);
@@ -814,7 +856,7 @@ parse(struct conn *c)
 		} else if (!c->got_hello) {
 			rc = tern__error(TERN_EPROTO, "data before the handshake");
 		} else {
-			rc = on_data(c, &f, payload);
+			rc = on_data(c, &f, hlen, payload);
 		}
 		if (rc < 0) {
 			return rc;

@@ -47,6 +47,7 @@ tern_config_init(tern_config *cfg)
 	cfg->max_message_bytes = 64ull << 20;
 	cfg->chunk_bytes = 65536;
 	cfg->publish_timeout_ms = 10000;
+	cfg->slow_consumer_ms = 10000;
 	cfg->handshake_timeout_ms = 5000;
 	cfg->keepalive_ms = 1000;
 	cfg->reconnect_initial_ms = 100;
@@ -304,6 +305,38 @@ accept_all(struct tern_node *node, struct listener *l)
 	}
 }
 
+/*
+ * With batching.max_delay_us, a batch that is not full yet waits until its
+ * first message has waited that long. Returns true while it should wait,
+ * and notes the deadline so the loop does not sleep past it.
+ */
+static bool
+batch_held(struct tern_node *node, struct conn *c)
+{
+	uint64_t delay_ns = (uint64_t)node->cfg.batch_max_delay_us * 1000u;
+	uint64_t since, due, queued;
+
+	if (delay_ns == 0 || c->low_latency || c->state != CONN_READY) {
+		return false;
+	}
+	since = atomic_load(&c->pending_since_ns);
+	due = since + delay_ns;
+	if (node_now_ns() >= due) {
+		return false;
+	}
+	queued = c->out_len;
+	for (int i = 0; i < c->nout; i++) {
+		queued += ring_used(&c->outv[i]->ring);
+	}
+	if (queued >= c->batch_max) {
+		return false;
+	}
+	if (node->delay_until_ns == 0 || due < node->delay_until_ns) {
+		node->delay_until_ns = due;
+	}
+	return true;
+}
+
 /* Flush every connection with queued data; true if any was written. */
 static bool
 flush_all(struct tern_node *node)
@@ -311,8 +344,14 @@ flush_all(struct tern_node *node)
 	bool any = false;
 
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
+		if (atomic_load_explicit(&c->kill, memory_order_acquire) && c->state != CONN_DEAD) {
+			node_log(node, TERN_LOG_WARN, "dropping %s (%s): %s", c->peer_id,
+			         c->endpoint, c->kill_reason);
+			conn_fail(c, c->kill_reason);
+			continue;
+		}
 		if (atomic_load_explicit(&c->pending, memory_order_acquire) &&
-		    c->state != CONN_DEAD) {
+		    c->state != CONN_DEAD && !batch_held(node, c)) {
 			conn_flush(c);
 			any = true;
 		}
@@ -344,7 +383,7 @@ static bool
 anything_pending(struct tern_node *node)
 {
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
-		if (atomic_load(&c->pending)) {
+		if (atomic_load(&c->pending) || atomic_load(&c->kill)) {
 			return true;
 		}
 	}
@@ -417,6 +456,15 @@ io_main(void *arg)
 			continue;
 		}
 		idle_rounds = 0;
+		if (node->delay_until_ns != 0) {
+			/* a held batch is due soon: wait for it without sleeping long */
+			uint64_t left = node->delay_until_ns > now ? node->delay_until_ns - now : 0;
+			node->delay_until_ns = 0;
+			if (left > 2000000) {
+				poll_events(node, (int)(left / 1000000) - 1);
+			}
+			continue;
+		}
 		/* Going to sleep: announce it, then look once more for work queued
 		 * before the announcement became visible to publishers. */
 		atomic_store(&node->sleeping, 1);
@@ -474,6 +522,9 @@ validate_config(const tern_config *cfg)
 	}
 	if (cfg->mode != TERN_MODE_PEER && cfg->mode != TERN_MODE_ROUTER) {
 		return tern__error(TERN_EINVAL, "mode must be peer or router");
+	}
+	if (cfg->slow_consumer_ms == 0) {
+		return tern__error(TERN_EINVAL, "slow_consumer_ms must be > 0");
 	}
 	if (cfg->keepalive_ms == 0 || cfg->reconnect_initial_ms == 0 ||
 	    cfg->reconnect_max_ms < cfg->reconnect_initial_ms) {

@@ -49,10 +49,12 @@ struct outchan {
 	struct src *src;
 	uint32_t id;
 	struct ring ring;
-	_Atomic int64_t credit;   /* bytes the receiver still accepts */
-	atomic_bool detached;     /* no longer routed: close once drained */
-	atomic_bool blocked_sent; /* a BLOCKED report went out since the last credit */
-	uint64_t last_seq;        /* producer side: the last sequence number queued */
+	_Atomic int64_t credit;    /* bytes the receiver still accepts */
+	atomic_bool detached;      /* no longer routed: close once drained */
+	atomic_bool blocked_sent;  /* a BLOCKED report went out since the last credit */
+	uint64_t last_seq;         /* producer side: the last sequence number queued */
+	uint64_t blocked_since_ms; /* producer side: when the ring became too full, or 0 */
+	bool want_blocked;         /* flusher: data waits for credit, tell the peer */
 	bool open_sent;
 	uint64_t messages, bytes, dropped;
 };
@@ -123,8 +125,12 @@ struct conn {
 	uint8_t *out;
 	size_t out_len, out_cap;
 	bool epollout;
-	atomic_int dead;    /* set first when the connection fails */
-	atomic_int pending; /* rings may hold data */
+	atomic_int dead; /* set first when the connection fails */
+	atomic_int kill; /* a publisher asks the I/O thread to drop it */
+	char kill_reason[160];
+	_Atomic uint64_t ring_bytes;       /* capacity of this connection's send rings */
+	atomic_int pending;                /* rings may hold data */
+	_Atomic uint64_t pending_since_ns; /* with batching.max_delay_us: when data first waited */
 	_Atomic uint64_t last_direct_ns;
 
 	struct outchan **outv;
@@ -204,8 +210,9 @@ struct tern_node {
 	struct tern_pub *pubs;
 	struct tern_sub *subs;
 	struct inchan *stalled;
-	bool subs_blocked; /* a pull subscriber was full */
-	bool closing;      /* goodbye said: no more dialing */
+	bool subs_blocked;       /* a pull subscriber was full */
+	bool closing;            /* goodbye said: no more dialing */
+	uint64_t delay_until_ns; /* a batch held for max_delay_us is due then (0: none) */
 	uint64_t next_sub_id, next_pub_id;
 	uint64_t window_init, window_max;
 

@@ -21,7 +21,8 @@
 #include "keyexpr.h"
 #include "node.h"
 
-#define QUIET_NS 20000 /* a gap this long since the last direct write means low load */
+#define QUIET_NS      20000 /* a gap this long since the last direct write means low load */
+#define GROW_AFTER_MS 100   /* blocked on credit this long: queue instead of pushing back */
 
 void
 pub_wake(struct tern_pub *pub)
@@ -33,32 +34,62 @@ pub_wake(struct tern_pub *pub)
 	}
 }
 
-static void
-send_blocked(struct outchan *oc)
+/*
+ * A reliable channel whose ring is full may grow it, doubling, while the
+ * connection's rings stay within queue.max_bytes: a subscriber that pauses
+ * is absorbed by the queue, and only a full queue blocks the publisher.
+ * Growing excludes the flusher (it holds wlock while it reads rings).
+ */
+static bool
+outchan_grow(struct outchan *oc, size_t need)
 {
-	struct ctl_msg m = {.type = CTL_BLOCKED};
+	struct conn *c = oc->conn;
+	size_t used = ring_used(&oc->ring), cap = oc->ring.cap;
+	uint64_t budget = c->node->cfg.queue_max_bytes;
+	int rc;
 
-	if (atomic_exchange(&oc->blocked_sent, true)) {
-		return;
+	/* Best effort drops rather than queues. And only a peer that stopped
+	 * granting credit makes the queue grow: a ring that fills because the
+	 * socket is momentarily slower than the publisher just pushes back. */
+	if (oc->src->reliability != TERN_RELIABLE || !atomic_load(&oc->blocked_sent)) {
+		return false;
 	}
-	m.u.credit.channel = oc->id;
-	m.u.credit.bytes = 0;
-	conn_send_ctl(oc->conn, &m);
-	if (atomic_load(&oc->conn->node->sleeping)) {
-		node_wake(oc->conn->node);
+	while (cap < used + need) {
+		cap *= 2;
 	}
+	if (atomic_load(&c->ring_bytes) + (cap - oc->ring.cap) > budget) {
+		return false;
+	}
+	pthread_mutex_lock(&c->wlock);
+	size_t old = oc->ring.cap;
+	rc = ring_grow(&oc->ring, cap);
+	pthread_mutex_unlock(&c->wlock);
+	if (rc != 0) {
+		return false;
+	}
+	atomic_fetch_add(&c->ring_bytes, oc->ring.cap - old);
+	return true;
 }
 
 bool
 outchan_has_room(struct outchan *oc, size_t len)
 {
 	size_t frames = len / (oc->conn->frame_max ? oc->conn->frame_max : 1) + 1;
+	size_t need = len + frames * WIRE_HDR_MAX;
 
-	if (atomic_load_explicit(&oc->credit, memory_order_acquire) < (int64_t)len) {
-		send_blocked(oc);
-		return false;
+	return ring_space(&oc->ring) >= need;
+}
+
+static bool
+room_or_grow(struct outchan *oc, size_t len, uint64_t waited_ms)
+{
+	size_t frames = len / (oc->conn->frame_max ? oc->conn->frame_max : 1) + 1;
+
+	if (outchan_has_room(oc, len)) {
+		return true;
 	}
-	return ring_space(&oc->ring) >= len + frames * WIRE_HDR_MAX;
+	/* a peer silent for a while (not a window still growing) is queued for */
+	return waited_ms >= GROW_AFTER_MS && outchan_grow(oc, len + frames * WIRE_HDR_MAX);
 }
 
 static void
@@ -74,9 +105,19 @@ kick(struct outchan *oc)
 		return;
 	}
 	if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
+		if (node->cfg.batch_max_delay_us > 0) {
+			atomic_store(&c->pending_since_ns, node_now_ns());
+		}
 		atomic_store(&c->pending, 1);
 	}
 	if (pthread_equal(pthread_self(), node->thread) || !atomic_load(&node->sleeping)) {
+		return;
+	}
+	if (node->cfg.batch_max_delay_us > 0) {
+		/* the batch is meant to wait and fill: no write from here */
+		if (atomic_exchange(&node->sleeping, 0)) {
+			node_wake(node);
+		}
 		return;
 	}
 	uint64_t now = node_now_ns();
@@ -99,23 +140,52 @@ outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t 
 	uint8_t hdr[WIRE_HDR_MAX];
 	size_t hlen = wire_header_encode(hdr, f);
 
-	atomic_fetch_sub(&oc->credit, (int64_t)f->len);
 	ring_put(&oc->ring, hdr, hlen, payload, (size_t)f->len);
 	kick(oc);
 	return 0;
 }
 
-/* Wait until oc has room for len bytes; false on timeout, detach or death. */
+/* Ask the I/O thread to drop a connection whose peer takes nothing. */
+static void
+drop_slow(struct outchan *oc, uint64_t waited_ms)
+{
+	struct conn *c = oc->conn;
+
+	if (atomic_load(&c->kill)) {
+		return;
+	}
+	snprintf(c->kill_reason, sizeof(c->kill_reason),
+	         "slow consumer: '%s' could not queue for %llu ms (slow_consumer_ms)", oc->src->key,
+	         (unsigned long long)waited_ms);
+	atomic_store(&c->kill, 1);
+	node_wake(c->node);
+}
+
+/*
+ * Wait until oc has room for len bytes. False on the publish deadline, a
+ * detached or dead channel, or when the channel has been full for
+ * slow_consumer_ms: then its connection is dropped and publishing goes on.
+ */
 static bool
 wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadline_ms)
 {
+	uint64_t slow_ms = pub->node->cfg.slow_consumer_ms;
 	struct timespec ts;
+	uint64_t now = node_now_ms();
 
+	if (oc->blocked_since_ms == 0) {
+		oc->blocked_since_ms = now;
+	}
 	atomic_fetch_add(&pub->waiters, 1);
 	pthread_mutex_lock(&pub->wait_lock);
-	while (!outchan_has_room(oc, len)) {
+	while (!room_or_grow(oc, len, now - oc->blocked_since_ms)) {
+		now = node_now_ms();
 		if (atomic_load(&oc->detached) || atomic_load(&oc->conn->dead) ||
-		    node_now_ms() >= deadline_ms) {
+		    now >= deadline_ms) {
+			break;
+		}
+		if (now - oc->blocked_since_ms >= slow_ms) {
+			drop_slow(oc, now - oc->blocked_since_ms);
 			break;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -129,6 +199,19 @@ wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadlin
 	pthread_mutex_unlock(&pub->wait_lock);
 	atomic_fetch_sub(&pub->waiters, 1);
 	return outchan_has_room(oc, len) && !atomic_load(&oc->detached);
+}
+
+/* Why a message could not be queued: a dropped connection is no error for
+ * the publisher (its other subscribers got the message). */
+static int
+refused(struct outchan *oc, bool may_wait)
+{
+	if (atomic_load(&oc->detached) || atomic_load(&oc->conn->dead) ||
+	    atomic_load(&oc->conn->kill)) {
+		return TERN_ECLOSED;
+	}
+	oc->dropped++;
+	return may_wait ? TERN_ETIMEDOUT : TERN_EAGAIN;
 }
 
 /*
@@ -151,9 +234,9 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 	if (len <= fmax) {
 		if (!outchan_has_room(oc, len) &&
 		    (!may_wait || !wait_room(oc, len, pub, deadline_ms))) {
-			oc->dropped++;
-			return may_wait ? TERN_ETIMEDOUT : TERN_EAGAIN;
+			return refused(oc, may_wait);
 		}
+		oc->blocked_since_ms = 0;
 		f.len = len;
 		oc->last_seq = seq;
 		oc->messages++;
@@ -171,9 +254,9 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 		bool wait = may_wait || off > 0;
 		if (!outchan_has_room(oc, n) &&
 		    (!wait || pub == NULL || !wait_room(oc, n, pub, deadline_ms))) {
-			oc->dropped++;
-			return may_wait ? TERN_ETIMEDOUT : TERN_EAGAIN;
+			return refused(oc, may_wait);
 		}
+		oc->blocked_since_ms = 0;
 		outchan_put_frame(oc, &f, data + off);
 		f.flags &= ~WIRE_FLAG_SEQ;
 		off += n;
@@ -293,7 +376,7 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 	}
 	for (int k = 0; k < pub->src.nouts; k++) {
 		struct outchan *oc = pub->src.outs[k];
-		if (atomic_load(&oc->conn->dead)) {
+		if (atomic_load(&oc->conn->dead) || atomic_load(&oc->conn->kill)) {
 			continue;
 		}
 		if (len > oc->conn->peer_max_message) {
@@ -304,7 +387,7 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		}
 		r = outchan_send(oc, pub->seq, data, len, pub->src.reliability == TERN_RELIABLE,
 		                 pub, deadline);
-		if (r != 0) {
+		if (r != 0 && r != TERN_ECLOSED) {
 			rc = r;
 		}
 	}

@@ -33,6 +33,31 @@ ring_free(struct ring *r)
 	r->buf = NULL;
 }
 
+int
+ring_grow(struct ring *r, size_t min_cap)
+{
+	size_t cap = r->cap, used = ring_used(r);
+	uint8_t *buf;
+
+	while (cap < min_cap) {
+		cap <<= 1;
+	}
+	if (cap == r->cap) {
+		return 0;
+	}
+	buf = malloc(cap);
+	if (buf == NULL) {
+		return TERN_ENOMEM;
+	}
+	ring_peek(r, 0, buf, used);
+	free(r->buf);
+	r->buf = buf;
+	r->cap = cap;
+	atomic_store(&r->head, 0);
+	atomic_store(&r->tail, used);
+	return 0;
+}
+
 size_t
 ring_space(const struct ring *r)
 {

@@ -31,6 +31,10 @@ size_t ring_space(const struct ring *r);
 /* Copy a then b (either may be empty) at the tail; the caller checked the space. */
 void ring_put(struct ring *r, const void *a, size_t alen, const void *b, size_t blen);
 
+/* Grow to hold at least min_cap bytes, keeping the contents. Only while
+ * neither side is using the ring (the caller holds both sides' locks). */
+int ring_grow(struct ring *r, size_t min_cap);
+
 /* Consumer side. */
 size_t ring_used(const struct ring *r);
 /* Up to two iovecs covering [head + off, head + off + len). Returns how many. */

@@ -325,6 +325,9 @@ on_credit(struct conn *c, const struct ctl_msg *m)
 	}
 	atomic_fetch_add(&oc->credit, (int64_t)m->u.credit.bytes);
 	atomic_store(&oc->blocked_sent, false);
+	if (ring_used(&oc->ring) > 0) {
+		atomic_store(&c->pending, 1); /* frames were waiting for this credit */
+	}
 	if (oc->src->pub != NULL) {
 		pub_wake(oc->src->pub);
 	}
@@ -392,6 +395,7 @@ route_outchan_new(struct conn *c, struct src *s)
 	oc->src = s;
 	oc->id = c->next_chan++;
 	atomic_init(&oc->credit, (int64_t)c->peer_window);
+	atomic_fetch_add(&c->ring_bytes, oc->ring.cap);
 	m.u.open.channel = oc->id;
 	m.u.open.publisher = cstr(s->publisher);
 	m.u.open.key.p = s->key;
@@ -407,6 +411,7 @@ route_outchan_new(struct conn *c, struct src *s)
 void
 route_outchan_free(struct outchan *oc)
 {
+	atomic_fetch_sub(&oc->conn->ring_bytes, oc->ring.cap);
 	ring_free(&oc->ring);
 	free(oc);
 }

@@ -483,6 +483,7 @@ test_slow_key_does_not_stop_others(void **state)
 
 	tern_config_init(&cfg);
 	cfg.publish_timeout_ms = 3000;
+	cfg.queue_max_bytes = 4u << 20;
 	a = open_node(&cfg);
 	b = open_node(&cfg);
 	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
@@ -511,12 +512,128 @@ test_slow_key_does_not_stop_others(void **state)
 	/* the slow key's publisher, blocked meanwhile, times out with an error */
 	pthread_join(th, NULL);
 	assert_int_equal(sp.rc, TERN_ETIMEDOUT);
-	/* what it sent is bounded by the queues, not by how long it tried */
-	assert_true(sp.sent * 1024 < 8 * 1024 * 1024);
+	/* what it sent is bounded by the queues (the sender's queue.max_bytes, the
+	 * receiver's window and subscriber queue), not by how long it tried */
+	print_message("the stuck key took %ld messages of 1 KiB\n", (long)sp.sent);
+	assert_true(sp.sent * 1024 < 12 * 1024 * 1024);
 	tern_pub_close(sp.pub);
 	tern_pub_close(fast_pub);
 	tern_sub_close(slow);
 	tern_sub_close(fast);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
+/* ---- a peer that takes nothing for slow_consumer_ms is dropped ---- */
+
+static atomic_long other_got;
+
+static void
+on_other(void *arg, const tern_msg *m)
+{
+	(void)arg;
+	(void)m;
+	atomic_fetch_add(&other_got, 1);
+}
+
+static void
+test_slow_consumer_dropped(void **state)
+{
+	tern_config cfg;
+	tern_node *stuck, *fine, *pubn;
+	char ep1[256], ep2[256];
+	tern_sub *s1, *s2;
+	tern_pub *pub;
+	uint8_t buf[1024] = {0};
+	long sent = 0;
+	(void)state;
+
+	tern_config_init(&cfg);
+	cfg.slow_consumer_ms = 1000;
+	cfg.queue_max_bytes = 2u << 20;
+	stuck = open_node(NULL);
+	fine = open_node(NULL);
+	pubn = open_node(&cfg);
+	assert_int_equal(tern_node_listen(stuck, "tcp://127.0.0.1:0", ep1, sizeof(ep1)), 0);
+	assert_int_equal(tern_node_listen(fine, "tcp://127.0.0.1:0", ep2, sizeof(ep2)), 0);
+	assert_int_equal(tern_sub_open(&s1, stuck, "feed", NULL, NULL), 0); /* never read */
+	assert_int_equal(tern_sub_open(&s2, fine, "feed", on_other, NULL), 0);
+	assert_int_equal(tern_node_connect(pubn, ep1), 0);
+	assert_int_equal(tern_node_connect(pubn, ep2), 0);
+	assert_int_equal(tern_pub_open(&pub, pubn, "feed", -1), 0);
+	assert_int_equal(tern_node_wait_peers(pubn, 2, 5000), 0);
+	assert_int_equal(tern_pub_matched(pub), 2);
+	/* publish for 3 s: the stuck peer fills its queue, is dropped after 1 s,
+	 * and publishing goes on without an error */
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		assert_int_equal(tern_publish(pub, buf, sizeof(buf)), 0);
+		sent++;
+		if (sent % 64 == 0) {
+			usleep(1000);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < 3);
+	assert_true(log_has("slow consumer: 'feed' could not queue for", 1000));
+	/* (the dropped peer is dialed again and comes back, to be dropped again
+	 * while it still reads nothing) */
+	tern_pub_flush(pub, 5000);
+	for (int i = 0; i < 3000 && atomic_load(&other_got) < sent; i++) {
+		usleep(1000);
+	}
+	/* the other subscriber got every message */
+	assert_int_equal(atomic_load(&other_got), sent);
+	tern_pub_close(pub);
+	tern_sub_close(s1);
+	tern_sub_close(s2);
+	tern_node_close(pubn);
+	tern_node_close(fine);
+	tern_node_close(stuck);
+}
+
+/* ---- batching.max_delay_us holds a batch until it fills or the delay ends ---- */
+
+static void
+test_max_delay_holds_batch(void **state)
+{
+	tern_config cfg;
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *sub;
+	tern_pub *pub;
+	tern_stats before, after;
+	tern_msg m;
+	(void)state;
+
+	tern_config cfg_a;
+
+	/* no keepalive traffic inside the measured window */
+	tern_config_init(&cfg_a);
+	cfg_a.keepalive_ms = 60000;
+	tern_config_init(&cfg);
+	cfg.keepalive_ms = 60000;
+	cfg.batch_max_delay_us = 300000; /* long enough that 100 publications fall inside */
+	a = open_node(&cfg_a);
+	b = open_node(&cfg);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "d", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&pub, b, "d", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	usleep(100000);
+	tern_node_stats(b, &before);
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tern_publish(pub, "0123456789", 10), 0);
+	}
+	for (int i = 0; i < 100; i++) {
+		assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
+	}
+	tern_node_stats(b, &after);
+	/* all hundred went out in one write (the channel's OPEN went earlier) */
+	assert_int_equal(after.batches - before.batches, 1);
+	tern_pub_close(pub);
+	tern_sub_close(sub);
 	tern_node_close(b);
 	tern_node_close(a);
 }
@@ -532,6 +649,8 @@ main(void)
 	    cmocka_unit_test(test_oversize_refused),
 	    cmocka_unit_test(test_many_channels_small_batches),
 	    cmocka_unit_test(test_slow_key_does_not_stop_others),
+	    cmocka_unit_test(test_slow_consumer_dropped),
+	    cmocka_unit_test(test_max_delay_holds_batch),
 	};
 	return cmocka_run_group_tests_name("peerio", tests, NULL, NULL);
 }

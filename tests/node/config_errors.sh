@@ -86,7 +86,7 @@ done
 # the example config loads, and has every documented key
 "$TERN" node -c "$EXAMPLE" --check >"$TMP/example.out" 2>"$TMP/err" || fail "the example config does not load: $(cat "$TMP/err")"
 for key in id mode listen connect low_latency batching max_bytes max_delay_us reliability \
-	queue max_message_bytes chunk_bytes publish_timeout_ms handshake_timeout_ms keepalive_ms \
+	queue max_message_bytes chunk_bytes publish_timeout_ms slow_consumer_ms handshake_timeout_ms keepalive_ms \
 	reconnect initial_ms max_ms log; do
 	grep -q "\"$key\"" "$EXAMPLE" || fail "the example config lacks \"$key\""
 	grep -q "\"$key\"" "$TMP/example.out" || fail "--check output lacks \"$key\""

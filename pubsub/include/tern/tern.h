@@ -78,6 +78,7 @@ typedef struct tern_config {
 	uint64_t max_message_bytes;    /* larger messages are refused */
 	uint32_t chunk_bytes;          /* messages above this travel in chunks */
 	uint32_t publish_timeout_ms;   /* reliable: how long publish may block */
+	uint32_t slow_consumer_ms;     /* reliable: a peer that takes nothing for this long is dropped */
 	uint32_t handshake_timeout_ms; /* a silent new connection is dropped after this */
 	uint32_t keepalive_ms;         /* a peer silent for 3x this is considered dead */
 	uint32_t reconnect_initial_ms; /* first retry delay after a lost connection */
