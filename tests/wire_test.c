@@ -223,6 +223,7 @@ sample_messages(struct ctl_msg *m, int *n)
 	m[i++].u.credit.channel = 9;
 	m[i].type = CTL_CREDIT;
 	m[i].u.credit.channel = 9;
+	m[i].u.credit.consumed = 1234567;
 	m[i++].u.credit.bytes = UINT64_MAX;
 	m[i].type = CTL_BLOCKED;
 	m[i].u.credit.channel = 9;
@@ -285,6 +286,7 @@ test_control_roundtrip(void **state)
 		case CTL_CLOSE:
 			assert_true(d.u.credit.channel == 9);
 			assert_true(d.u.credit.bytes == m[i].u.credit.bytes);
+			assert_true(d.u.credit.consumed == m[i].u.credit.consumed);
 			break;
 		case CTL_PING:
 		case CTL_PONG:

@@ -164,6 +164,7 @@ conn_free(struct conn *c)
 		free(in);
 	}
 	free(c->ins);
+	free(c->dirty);
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
 	free(c->rbuf);
@@ -521,17 +522,51 @@ conn_inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
 	return inchan_open(c, m, s);
 }
 
+/*
+ * Consumption is acknowledged once per read (not per frame): one CREDIT per
+ * touched channel carries the bytes granted, if any, and the total consumed,
+ * which lets the sender release what it kept for a resend.
+ */
 static void
 grant(struct conn *c, struct inchan *in, uint64_t bytes)
 {
-	struct ctl_msg m = {.type = CTL_CREDIT};
-
-	if (bytes == 0 || c->state != CONN_READY) {
+	in->grant_pending += bytes;
+	if (in->dirty) {
 		return;
 	}
-	m.u.credit.channel = in->id;
-	m.u.credit.bytes = bytes;
-	conn_send_ctl(c, &m);
+	if (c->ndirty == c->dirty_cap) {
+		uint32_t cap = c->dirty_cap ? c->dirty_cap * 2 : 16;
+		struct inchan **d = realloc(c->dirty, cap * sizeof(*d));
+		if (d == NULL) {
+			return; /* acknowledged with the next frame instead */
+		}
+		c->dirty = d;
+		c->dirty_cap = cap;
+	}
+	in->dirty = true;
+	c->dirty[c->ndirty++] = in;
+}
+
+static void
+flush_acks(struct conn *c)
+{
+	for (uint32_t i = 0; i < c->ndirty; i++) {
+		struct inchan *in = c->dirty[i];
+		struct ctl_msg m = {.type = CTL_CREDIT};
+
+		in->dirty = false;
+		if (c->state != CONN_READY ||
+		    (in->grant_pending == 0 && in->credit.consumed == in->acked)) {
+			continue;
+		}
+		m.u.credit.channel = in->id;
+		m.u.credit.bytes = in->grant_pending;
+		m.u.credit.consumed = in->credit.consumed;
+		in->grant_pending = 0;
+		in->acked = in->credit.consumed;
+		conn_send_ctl(c, &m);
+	}
+	c->ndirty = 0;
 }
 
 static void
@@ -669,12 +704,14 @@ conn_retry_stalled(struct inchan *in)
 			return true;
 		}
 		if (rc == 0) {
+			flush_acks(c);
 			return false;
 		}
 		in->boff += BACKLOG_HDR + len;
 	}
 	in->boff = in->blen = 0;
 	in->stalled = false;
+	flush_acks(c);
 	return true;
 }
 
@@ -793,6 +830,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		struct inchan *in = inchan_get(c, m.u.credit.channel);
 		if (in != NULL) {
 			grant(c, in, credit_rx_blocked(&in->credit, !in->stalled));
+			flush_acks(c);
 		}
 		return 0;
 	}
@@ -888,7 +926,9 @@ on_readable(struct conn *c)
 		}
 		c->rlen += (size_t)n;
 		c->last_rx_ms = node_now_ms();
-		if (parse(c) != 0) {
+		int prc = parse(c);
+		flush_acks(c);
+		if (prc != 0) {
 			node_log(c->node, TERN_LOG_WARN, "closing %s: %s", c->endpoint,
 			         tern_last_error());
 			if (!c->got_preamble || tern_last_error()[0]) {

@@ -48,7 +48,7 @@ arity(int type)
 {
 	static const int n[] = {
 	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,    [CTL_UNSUB] = 3,
-	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 3, [CTL_BLOCKED] = 3,
+	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 4, [CTL_BLOCKED] = 3,
 	    [CTL_PING] = 2,  [CTL_PONG] = 2,  [CTL_GOODBYE] = 2};
 
 	return (type >= CTL_HELLO && type <= CTL_GOODBYE) ? n[type] : 0;
@@ -99,6 +99,9 @@ ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
 	case CTL_BLOCKED:
 		put_uint(&e, m->u.credit.channel);
 		put_uint(&e, m->u.credit.bytes);
+		if (m->type == CTL_CREDIT) {
+			put_uint(&e, m->u.credit.consumed);
+		}
 		break;
 	case CTL_PING:
 	case CTL_PONG:
@@ -220,6 +223,9 @@ decode_body(struct dec *d, struct ctl_msg *m)
 	case CTL_BLOCKED:
 		m->u.credit.channel = get_uint(d);
 		m->u.credit.bytes = get_uint(d);
+		if (m->type == CTL_CREDIT) {
+			m->u.credit.consumed = get_uint(d);
+		}
 		break;
 	case CTL_PING:
 	case CTL_PONG:

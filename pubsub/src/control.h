@@ -64,10 +64,11 @@ struct ctl_msg {
 		} open;
 		struct {
 			uint64_t channel;
-			uint64_t bytes; /* CTL_CREDIT: bytes granted; CTL_BLOCKED: window seen */
-		} credit;               /* CTL_CREDIT, CTL_BLOCKED, CTL_CLOSE (channel only) */
-		uint64_t token;         /* CTL_PING, CTL_PONG */
-		struct ctl_str reason;  /* CTL_GOODBYE */
+			uint64_t bytes;    /* CTL_CREDIT: bytes granted; CTL_BLOCKED: informative */
+			uint64_t consumed; /* CTL_CREDIT: bytes consumed since the channel opened */
+		} credit;                  /* CTL_CREDIT, CTL_BLOCKED, CTL_CLOSE (channel only) */
+		uint64_t token;            /* CTL_PING, CTL_PONG */
+		struct ctl_str reason;     /* CTL_GOODBYE */
 	} u;
 };
 

@@ -94,6 +94,9 @@ struct inchan {
 	size_t blen, bcap, boff;
 	bool stalled;
 	struct inchan *stall_next;
+	uint64_t grant_pending; /* credit to send with the next acknowledgement */
+	uint64_t acked;         /* consumed bytes last reported to the sender */
+	bool dirty;             /* on conn->dirty: something to acknowledge */
 };
 
 enum conn_state { CONN_CONNECTING, CONN_HANDSHAKE, CONN_READY, CONN_DEAD };
@@ -138,6 +141,8 @@ struct conn {
 	uint32_t next_chan;
 	struct inchan **ins;
 	uint32_t ins_cap;
+	struct inchan **dirty; /* channels to acknowledge after this read */
+	uint32_t ndirty, dirty_cap;
 
 	uint8_t *rbuf;
 	size_t rlen, rcap;

@@ -293,6 +293,12 @@ inchan_close(struct tern_node *node, struct conn *c, struct inchan *in)
 	if (in->stalled) {
 		unstall(node, in);
 	}
+	for (uint32_t i = 0; in->dirty && i < c->ndirty; i++) {
+		if (c->dirty[i] == in) {
+			c->dirty[i] = c->dirty[--c->ndirty];
+			break;
+		}
+	}
 	in->src->refs--;
 	reasm_reset(&in->reasm, &c->reasm_budget);
 	free(in->done_buf);
