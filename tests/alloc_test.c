@@ -54,6 +54,7 @@ realloc(void *p, size_t n)
 }
 #endif
 
+#ifndef UNDER_ASAN
 static atomic_long delivered;
 
 static void
@@ -63,6 +64,7 @@ on_msg(void *arg, const tern_msg *m)
 	(void)m;
 	atomic_fetch_add(&delivered, 1);
 }
+#endif
 
 static void
 run(bool low_latency, bool pull)

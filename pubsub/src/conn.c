@@ -272,12 +272,13 @@ struct batch {
 static void
 gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
 {
-	size_t used = ring_used(&oc->ring), already = 0;
+	size_t used = ring_used(&oc->ring);
+	size_t already = atomic_load_explicit(&oc->sent, memory_order_relaxed);
 	int k;
 
 	for (k = 0; k < b->ntook; k++) {
 		if (b->took[k] == oc) {
-			already = b->taken[k];
+			already += b->taken[k];
 			break;
 		}
 	}
@@ -324,7 +325,7 @@ gather(struct conn *c, struct batch *b)
 		return;
 	}
 	for (int i = 0; i < c->nout; i++) {
-		active += ring_used(&c->outv[i]->ring) > 0;
+		active += outchan_unsent(c->outv[i]) > 0;
 	}
 	for (int pass = 0; pass < 2 && active > 0 && b->total < budget; pass++) {
 		size_t share = (budget - b->total) / (size_t)active;
@@ -371,7 +372,13 @@ settle(struct conn *c, struct batch *b, size_t written)
 		}
 	}
 	for (int k = 0; k < b->ntook; k++) {
-		ring_consume(&b->took[k]->ring, b->taken[k]);
+		struct outchan *oc = b->took[k];
+		if (oc->retain) { /* kept until the peer reports it consumed */
+			atomic_store_explicit(&oc->sent, atomic_load(&oc->sent) + b->taken[k],
+			                      memory_order_relaxed);
+		} else {
+			ring_consume(&oc->ring, b->taken[k]);
+		}
 		if (b->took[k]->src->pub != NULL && atomic_load(&b->took[k]->src->pub->waiters)) {
 			pub_wake(b->took[k]->src->pub);
 		}
@@ -824,6 +831,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_GOODBYE:
 		node_log(c->node, TERN_LOG_INFO, "%s said goodbye: %.*s", c->peer_id,
 		         (int)m.u.reason.len, m.u.reason.p);
+		c->said_goodbye = true;
 		conn_fail(c, "the peer said goodbye");
 		return 0;
 	case CTL_BLOCKED: {

@@ -282,6 +282,7 @@ run_timers(struct tern_node *node)
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
 		conn_timers(c, now);
 	}
+	route_expire_parked(node, now);
 }
 
 static void

@@ -56,7 +56,29 @@ struct outchan {
 	uint64_t blocked_since_ms; /* producer side: when the ring became too full, or 0 */
 	bool want_blocked;         /* flusher: data waits for credit, tell the peer */
 	bool open_sent;
+	/* Reliable channels keep written frames until the peer reports them
+	 * consumed, so that they can be sent again after a reconnect. The
+	 * ring's head is the oldest unacknowledged frame; `sent` bytes past it
+	 * are written; the rest waits for the socket. */
+	bool retain;
+	_Atomic size_t sent;
+	uint64_t acked;    /* bytes the peer reported consumed */
+	uint64_t freed;    /* bytes released from the ring: whole messages only */
+	uint64_t head_seq; /* sequence number of the message at the head (or next) */
+	bool head_mid;     /* the head is inside a message whose first chunk is gone */
 	uint64_t messages, bytes, dropped;
+};
+
+/* What a reliable channel held when its connection broke: sent again when
+ * the same peer is back, and meanwhile filled by new publications. */
+struct parked {
+	char peer_id[CTL_ID_MAX + 1];
+	struct ring ring;
+	uint64_t head_seq;   /* sequence number of the first message in ring */
+	bool head_mid;       /* ring starts inside a message: skip to the next */
+	uint64_t expires_ms; /* given up after slow_consumer_ms */
+	uint64_t dropped;    /* messages that did not fit */
+	struct parked *next;
 };
 
 /* A source of messages: a local publisher or a remote one seen on the wire. */
@@ -74,6 +96,7 @@ struct src {
 	int nouts, outs_cap;
 	struct tern_sub **subs;
 	int nsubs, subs_cap;
+	struct parked *parked;
 	struct src *next;
 };
 
@@ -116,6 +139,7 @@ struct conn {
 	bool peer_router; /* the peer runs in router mode */
 	bool counted_ready;
 	bool gone;          /* dead, and routing has forgotten it */
+	bool said_goodbye;  /* the peer left on purpose: nothing to resume */
 	uint32_t batch_max; /* largest write */
 	uint32_t frame_max; /* largest payload in one frame we send */
 	uint32_t recv_frame_max;
@@ -311,6 +335,20 @@ bool route_is_duplicate(struct inchan *in, uint64_t seq);
 void route_note_seq(struct tern_node *node, struct inchan *in, uint64_t seq);
 bool route_forward_chunk(struct tern_node *node, struct inchan *in, const struct wire_frame *f,
                          uint64_t seq, const uint8_t *payload);
+
+static inline size_t
+outchan_unsent(struct outchan *oc)
+{
+	return ring_used(&oc->ring) - atomic_load_explicit(&oc->sent, memory_order_relaxed);
+}
+
+/* route.c: reliable channels across reconnects */
+void route_release_acked(struct outchan *oc);
+void route_expire_parked(struct tern_node *node, uint64_t now_ms);
+/* Add a publication to what is kept for absent peers (all, or just peer). */
+void route_park_append(struct src *s, const char *peer, uint64_t seq, const uint8_t *data,
+                       size_t len);
+bool route_parked_room(struct src *s, size_t len, uint64_t budget);
 
 /* pub.c */
 void pub_wake(struct tern_pub *pub);

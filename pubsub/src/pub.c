@@ -354,10 +354,72 @@ publish_local(struct tern_pub *pub, const uint8_t *data, size_t len, uint64_t de
 	return rc;
 }
 
+/* Peers whose connection broke under a publication that their kept queue
+ * could not take yet. */
+struct dying {
+	int n;
+	char peer[4][CTL_ID_MAX + 1];
+	struct outchan *oc[4];
+};
+
+static void
+note_dying(struct dying *d, struct outchan *oc)
+{
+	if (d->n < 4) {
+		snprintf(d->peer[d->n], sizeof(d->peer[0]), "%s", oc->conn->peer_id);
+		d->oc[d->n++] = oc;
+	}
+}
+
+/* Wait (without the route lock) until the I/O thread has put the broken
+ * channels aside for a resume, then add this publication to what it kept. */
+static void
+keep_for_dying(struct tern_pub *pub, struct dying *d, const uint8_t *data, size_t len,
+               uint64_t deadline)
+{
+	for (;;) {
+		bool gone = true;
+		for (int k = 0; k < pub->src.nouts; k++) {
+			for (int i = 0; i < d->n; i++) {
+				gone &= pub->src.outs[k] != d->oc[i];
+			}
+		}
+		if (gone || node_now_ms() >= deadline) {
+			break;
+		}
+		struct timespec ts = {0, 500000};
+		pthread_mutex_unlock(&pub->lock);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&pub->lock);
+	}
+	for (int i = 0; i < d->n; i++) {
+		if (route_parked_room(&pub->src, len, pub->node->cfg.queue_max_bytes)) {
+			route_park_append(&pub->src, d->peer[i], pub->seq, data, len);
+		}
+	}
+}
+
+/* Is a message of len bytes held back by a peer that lost its connection
+ * and is expected back (its queue, kept for the resume, is full)? */
+static bool
+peer_away_full(struct tern_pub *pub, size_t len)
+{
+	for (int k = 0; k < pub->src.nouts; k++) {
+		struct outchan *oc = pub->src.outs[k];
+		if (oc->retain && atomic_load(&oc->conn->dead) && !atomic_load(&oc->conn->kill) &&
+		    !outchan_has_room(oc, len)) {
+			return true;
+		}
+	}
+	return pub->src.parked != NULL && len <= 65536 &&
+	       !route_parked_room(&pub->src, len, pub->node->cfg.queue_max_bytes);
+}
+
 int
 tern_publish(tern_pub *pub, const void *data, size_t len)
 {
 	struct tern_node *node = pub->node;
+	struct dying dying = {.n = 0};
 	uint64_t deadline = 0;
 	int rc = 0, r;
 
@@ -366,17 +428,33 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		    TERN_EMSGSIZE, "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)",
 		    len, pub->src.key, (unsigned long long)node->cfg.max_message_bytes);
 	}
-	pthread_mutex_lock(&pub->lock);
-	pub->seq++;
 	if (pub->src.reliability == TERN_RELIABLE) {
 		deadline = node_now_ms() + node->cfg.publish_timeout_ms;
 	}
+	pthread_mutex_lock(&pub->lock);
+	while (pub->src.reliability == TERN_RELIABLE && peer_away_full(pub, len) &&
+	       node_now_ms() < deadline) {
+		/* a peer is reconnecting and its queue is full: wait for it to come
+		 * back (or be given up on) without holding the route */
+		struct timespec ts = {0, 1000000};
+		pthread_mutex_unlock(&pub->lock);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&pub->lock);
+	}
+	pub->seq++;
 	if (pub->src.nsubs > 0 && (r = publish_local(pub, data, len, deadline)) != 0) {
 		rc = r;
+	}
+	if (pub->src.parked != NULL) {
+		route_park_append(&pub->src, NULL, pub->seq, data, len);
 	}
 	for (int k = 0; k < pub->src.nouts; k++) {
 		struct outchan *oc = pub->src.outs[k];
 		if (atomic_load(&oc->conn->dead) || atomic_load(&oc->conn->kill)) {
+			if (oc->retain && !atomic_load(&oc->conn->kill) &&
+			    outchan_send(oc, pub->seq, data, len, false, pub, 0) != 0) {
+				note_dying(&dying, oc); /* lost, not yet reaped, and full */
+			}
 			continue;
 		}
 		if (len > oc->conn->peer_max_message) {
@@ -387,9 +465,15 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		}
 		r = outchan_send(oc, pub->seq, data, len, pub->src.reliability == TERN_RELIABLE,
 		                 pub, deadline);
-		if (r != 0 && r != TERN_ECLOSED) {
+		if (r == TERN_ECLOSED && oc->retain && atomic_load(&oc->conn->dead) &&
+		    !atomic_load(&oc->conn->kill)) {
+			note_dying(&dying, oc); /* the connection broke while we waited */
+		} else if (r != 0 && r != TERN_ECLOSED) {
 			rc = r;
 		}
+	}
+	if (dying.n > 0) {
+		keep_for_dying(pub, &dying, data, len, deadline);
 	}
 	if (rc == TERN_EAGAIN) {
 		COUNT(pub->dropped, 1);

@@ -11,6 +11,7 @@
  * the highest sequence number it delivered and drops anything at or below
  * it, which ends loops and duplicates alike.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,7 +332,13 @@ on_credit(struct conn *c, const struct ctl_msg *m)
 	}
 	atomic_fetch_add(&oc->credit, (int64_t)m->u.credit.bytes);
 	atomic_store(&oc->blocked_sent, false);
-	if (ring_used(&oc->ring) > 0) {
+	if (oc->retain && m->u.credit.consumed > oc->acked) {
+		pthread_mutex_lock(&c->wlock);
+		oc->acked = m->u.credit.consumed;
+		route_release_acked(oc);
+		pthread_mutex_unlock(&c->wlock);
+	}
+	if (outchan_unsent(oc) > 0) {
 		atomic_store(&c->pending, 1); /* frames were waiting for this credit */
 	}
 	if (oc->src->pub != NULL) {
@@ -401,6 +408,9 @@ route_outchan_new(struct conn *c, struct src *s)
 	oc->src = s;
 	oc->id = c->next_chan++;
 	atomic_init(&oc->credit, (int64_t)c->peer_window);
+	atomic_init(&oc->sent, 0);
+	oc->retain = s->reliability == TERN_RELIABLE;
+	oc->head_seq = 1;
 	atomic_fetch_add(&c->ring_bytes, oc->ring.cap);
 	m.u.open.channel = oc->id;
 	m.u.open.publisher = cstr(s->publisher);
@@ -474,6 +484,244 @@ push_ptr(void ***arr, int *n, int *cap, void *p)
 	return true;
 }
 
+/*
+ * Release, from the head of a reliable channel's ring, every frame the peer
+ * has consumed: what stays is what a reconnect must send again. A chunked
+ * message is released chunk by chunk (the ring need not hold all of it);
+ * head_mid then records that the head is inside a message whose start is
+ * gone, which a resume cannot send again. Caller holds conn->wlock.
+ */
+void
+route_release_acked(struct outchan *oc)
+{
+	size_t sent = atomic_load(&oc->sent);
+
+	while (sent > 0) {
+		uint8_t hdr[WIRE_HDR_MAX];
+		struct wire_frame f;
+		size_t hlen, n = sent < sizeof(hdr) ? sent : sizeof(hdr);
+
+		ring_peek(&oc->ring, 0, hdr, n);
+		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
+			break;
+		}
+		size_t flen = hlen + (size_t)f.len;
+		if (oc->freed + flen > oc->acked) {
+			break;
+		}
+		if (f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST)) {
+			oc->head_seq = (f.flags & WIRE_FLAG_SEQ) ? f.seq : oc->head_seq;
+		}
+		ring_consume(&oc->ring, flen);
+		sent -= flen;
+		oc->freed += flen;
+		oc->head_mid = !(f.type == WIRE_DATA || (f.flags & WIRE_FLAG_LAST));
+		if (!oc->head_mid) {
+			oc->head_seq++;
+		}
+	}
+	atomic_store(&oc->sent, sent);
+}
+
+static void
+parked_free(struct parked *p)
+{
+	ring_free(&p->ring);
+	free(p);
+}
+
+/* Keep what a reliable channel held when its connection broke. */
+static void
+park(struct tern_node *node, struct src *s, struct outchan *oc)
+{
+	struct parked **pp = &s->parked, *p;
+
+	if (ring_used(&oc->ring) == 0) {
+		return;
+	}
+	while (*pp != NULL) { /* one entry per peer: a newer loss replaces it */
+		if (strcmp((*pp)->peer_id, oc->conn->peer_id) == 0) {
+			struct parked *old = *pp;
+			*pp = old->next;
+			parked_free(old);
+			break;
+		}
+		pp = &(*pp)->next;
+	}
+	p = calloc(1, sizeof(*p));
+	if (p == NULL) {
+		return;
+	}
+	snprintf(p->peer_id, sizeof(p->peer_id), "%s", oc->conn->peer_id);
+	p->ring = oc->ring;
+	p->head_seq = oc->head_seq;
+	p->head_mid = oc->head_mid;
+	p->expires_ms = node_now_ms() + node->cfg.slow_consumer_ms;
+	memset(&oc->ring, 0, sizeof(oc->ring)); /* moved */
+	p->next = s->parked;
+	s->parked = p;
+	node_log(node, TERN_LOG_DEBUG, "keeping %zu bytes of '%s' for %s", ring_used(&p->ring),
+	         s->key, p->peer_id);
+}
+
+/* A publication while the peer is away: kept if it fits, else its sequence
+ * number will show as missed. Caller holds the publisher's lock. */
+/* Room for a message of len bytes in every parked ring (growing them within
+ * budget bytes each); false if one is full. Caller holds the route lock. */
+bool
+route_parked_room(struct src *s, size_t len, uint64_t budget)
+{
+	for (struct parked *p = s->parked; p != NULL; p = p->next) {
+		size_t need = len + WIRE_HDR_MAX;
+		if (ring_space(&p->ring) >= need) {
+			continue;
+		}
+		if (ring_used(&p->ring) + need > budget ||
+		    ring_grow(&p->ring, ring_used(&p->ring) + need) != 0) {
+			return false;
+		}
+	}
+	return true;
+}
+
+void
+route_park_append(struct src *s, const char *peer, uint64_t seq, const uint8_t *data, size_t len)
+{
+	for (struct parked *p = s->parked; p != NULL; p = p->next) {
+		if (peer != NULL && strcmp(p->peer_id, peer) != 0) {
+			continue;
+		}
+		struct wire_frame f = {
+		    .type = WIRE_DATA, .flags = WIRE_FLAG_SEQ, .seq = seq, .len = len};
+		uint8_t hdr[WIRE_HDR_MAX];
+		size_t hlen = wire_header_encode(hdr, &f);
+
+		if (len > 65536 || ring_space(&p->ring) < hlen + len) {
+			p->dropped++;
+			continue;
+		}
+		ring_put(&p->ring, hdr, hlen, data, len);
+	}
+}
+
+/* The peer is back: queue what was kept, renumbered for the new channel;
+ * the peer drops what it had already received, by sequence number. */
+static void
+resume(struct tern_node *node, struct src *s, struct outchan *oc)
+{
+	struct parked **pp = &s->parked, *p = NULL;
+	uint8_t *frame;
+	size_t off = 0, used, room;
+	uint64_t seq;
+	bool skip;
+	int messages = 0;
+
+	for (; *pp != NULL; pp = &(*pp)->next) {
+		if (strcmp((*pp)->peer_id, oc->conn->peer_id) == 0) {
+			p = *pp;
+			*pp = p->next;
+			break;
+		}
+	}
+	if (p == NULL) {
+		return;
+	}
+	used = ring_used(&p->ring);
+	room = (size_t)oc->conn->frame_max + WIRE_HDR_MAX;
+	frame = malloc(room + WIRE_HDR_MAX);
+	pthread_mutex_lock(&oc->conn->wlock);
+	if (frame == NULL || ring_grow(&oc->ring, 2 * used) != 0) {
+		used = 0;
+	}
+	seq = p->head_seq;
+	skip = p->head_mid;
+	while (off < used) {
+		uint8_t hdr[WIRE_HDR_MAX];
+		struct wire_frame f;
+		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
+
+		ring_peek(&p->ring, off, hdr, n);
+		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1 || f.len > room) {
+			break;
+		}
+		bool starts = f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST);
+		if (skip && !starts) {
+			/* the rest of a message whose start the peer consumed before the
+			 * break: it cannot be completed, and shows as missed */
+			if (f.flags & WIRE_FLAG_LAST) {
+				seq++;
+				skip = false;
+			}
+			off += hlen + (size_t)f.len;
+			continue;
+		}
+		skip = false;
+		if (starts && (f.flags & WIRE_FLAG_SEQ)) {
+			seq = f.seq;
+		}
+		f.channel = oc->id;
+		f.flags &= ~WIRE_FLAG_SEQ;
+		if (starts && seq != oc->last_seq + 1) {
+			f.flags |= WIRE_FLAG_SEQ;
+			f.seq = seq;
+		}
+		if (starts && messages++ == 0) {
+			oc->head_seq = seq;
+		}
+		size_t nh = wire_header_encode(frame, &f);
+		ring_peek(&p->ring, off + hlen, frame + nh, (size_t)f.len);
+		ring_put(&oc->ring, frame, nh + (size_t)f.len, NULL, 0);
+		if (starts) {
+			oc->last_seq = seq;
+		}
+		if (f.type == WIRE_DATA || (f.flags & WIRE_FLAG_LAST)) {
+			seq++;
+		}
+		off += hlen + (size_t)f.len;
+	}
+	pthread_mutex_unlock(&oc->conn->wlock);
+	atomic_store(&oc->conn->pending, 1);
+	node_log(node, TERN_LOG_INFO, "resuming '%s' with %s: %d messages sent again%s", s->key,
+	         p->peer_id, messages, p->dropped ? " (some did not fit and are missed)" : "");
+	free(frame);
+	parked_free(p);
+}
+
+void
+route_expire_parked(struct tern_node *node, uint64_t now_ms)
+{
+	for (struct tern_pub *pub = node->pubs; pub != NULL; pub = pub->next) {
+		if (pub->src.parked == NULL) {
+			continue;
+		}
+		pthread_mutex_lock(&pub->lock);
+		for (struct parked **pp = &pub->src.parked; *pp != NULL;) {
+			struct parked *p = *pp;
+			if (now_ms < p->expires_ms) {
+				pp = &p->next;
+				continue;
+			}
+			*pp = p->next;
+			node_log(node, TERN_LOG_INFO,
+			         "%s did not come back: dropping what '%s' kept", p->peer_id,
+			         pub->src.key);
+			parked_free(p);
+		}
+		pthread_mutex_unlock(&pub->lock);
+	}
+	for (struct src *s = node->remote; s != NULL; s = s->next) {
+		for (struct parked **pp = &s->parked; *pp != NULL;) {
+			struct parked *p = *pp;
+			if (now_ms < p->expires_ms) {
+				pp = &p->next;
+				continue;
+			}
+			*pp = p->next;
+			parked_free(p);
+		}
+	}
+}
+
 /* Bring one source's route up to date; the caller holds its route lock. */
 static void
 src_update(struct tern_node *node, struct src *s)
@@ -486,6 +734,12 @@ src_update(struct tern_node *node, struct src *s)
 			continue;
 		}
 		s->outs[k] = s->outs[--s->nouts];
+		/* a broken connection (not a goodbye, not a slow consumer we dropped)
+		 * is expected back: keep what it had not consumed */
+		if (oc->conn->state == CONN_DEAD && oc->retain && !oc->conn->said_goodbye &&
+		    !atomic_load(&oc->conn->kill) && !node->closing) {
+			park(node, s, oc);
+		}
 		outchan_close(oc, true);
 	}
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
@@ -501,6 +755,10 @@ src_update(struct tern_node *node, struct src *s)
 			if (oc != NULL &&
 			    !push_ptr((void ***)&s->outs, &s->nouts, &s->outs_cap, oc)) {
 				outchan_close(oc, true);
+				oc = NULL;
+			}
+			if (oc != NULL) {
+				resume(node, s, oc);
 			}
 		}
 	}
@@ -536,6 +794,11 @@ route_recompute(struct tern_node *node)
 void
 route_src_clear(struct src *s)
 {
+	while (s->parked != NULL) {
+		struct parked *p = s->parked;
+		s->parked = p->next;
+		parked_free(p);
+	}
 	for (int k = 0; k < s->nouts; k++) {
 		outchan_close(s->outs[k], false);
 	}

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -638,6 +639,156 @@ test_max_delay_holds_batch(void **state)
 	tern_node_close(a);
 }
 
+/* ---- a connection reset mid-stream: reliable mode resumes ---- */
+
+struct relay {
+	int lfd;
+	int target_port;
+	size_t reset_after; /* bytes forwarded toward the subscriber, first connection only */
+	atomic_int stop;
+	int resets;
+};
+
+static int
+listen_any(int *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	bind(fd, (struct sockaddr *)&a, sizeof(a));
+	listen(fd, 8);
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* Copy both ways until either side closes, or reset both after a budget. */
+static void
+relay_pair(struct relay *r, int a, int b, size_t budget)
+{
+	uint8_t buf[16384];
+	size_t forwarded = 0;
+	struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+
+	while (!atomic_load(&r->stop)) {
+		if (poll(p, 2, 100) <= 0) {
+			continue;
+		}
+		for (int i = 0; i < 2; i++) {
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+				continue;
+			}
+			ssize_t n = read(p[i].fd, buf, sizeof(buf));
+			if (n <= 0 || write(p[1 - i].fd, buf, (size_t)n) != n) {
+				return;
+			}
+			if (i == 0 && budget > 0 && (forwarded += (size_t)n) >= budget) {
+				struct linger lg = {1, 0}; /* close with RST */
+				setsockopt(a, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+				setsockopt(b, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+				r->resets++;
+				return;
+			}
+		}
+	}
+}
+
+static void *
+relay_thread(void *arg)
+{
+	struct relay *r = arg;
+
+	for (int round = 0; !atomic_load(&r->stop) && round < 10; round++) {
+		struct pollfd pl = {.fd = r->lfd, .events = POLLIN};
+		if (poll(&pl, 1, 100) <= 0) {
+			round--;
+			continue;
+		}
+		int a = accept(r->lfd, NULL, NULL);
+		int b = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in t = {.sin_family = AF_INET, .sin_port = htons(r->target_port)};
+		t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (a < 0 || connect(b, (struct sockaddr *)&t, sizeof(t)) != 0) {
+			close(a);
+			close(b);
+			continue;
+		}
+		relay_pair(r, a, b, round == 0 ? r->reset_after : 0);
+		close(a);
+		close(b);
+	}
+	return NULL;
+}
+
+#define RESUME_COUNT 300000
+
+static void
+test_reset_resumes_reliable(void **state)
+{
+	tern_node *subn, *pubn;
+	char bound[256], ep[64];
+	struct relay r = {.reset_after = 4u << 20};
+	pthread_t th;
+	tern_sub *sub;
+	tern_pub *pub;
+	tern_msg m;
+	tern_stats st;
+	uint8_t buf[64] = {0};
+	int relay_port;
+	(void)state;
+
+	subn = open_node(NULL);
+	pubn = open_node(NULL);
+	assert_int_equal(tern_node_listen(subn, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, subn, "r", NULL, NULL), 0);
+	r.target_port = port_of(bound);
+	r.lfd = listen_any(&relay_port);
+	pthread_create(&th, NULL, relay_thread, &r);
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", relay_port);
+	assert_int_equal(tern_node_connect(pubn, ep), 0);
+	assert_int_equal(tern_pub_open(&pub, pubn, "r", -1), 0);
+	assert_int_equal(tern_node_wait_peers(pubn, 1, 5000), 0);
+	uint64_t next = 1;
+	for (uint64_t i = 1; i <= RESUME_COUNT; i++) {
+		memcpy(buf, &i, sizeof(i));
+		/* the publisher never sees an error: the break is the library's business */
+		assert_int_equal(tern_publish(pub, buf, sizeof(buf)), 0);
+		while (tern_sub_recv(sub, &m, 0) == 0) {
+			uint64_t v;
+			memcpy(&v, m.data, sizeof(v));
+			assert_true(v == next); /* in order, none twice */
+			next++;
+		}
+	}
+	while (next <= RESUME_COUNT && tern_sub_recv(sub, &m, 10000) == 0) {
+		uint64_t v;
+		memcpy(&v, m.data, sizeof(v));
+		if (v != next) {
+			print_message("expected %llu, got %llu (seq %llu)\n", (unsigned long long)next,
+				      (unsigned long long)v, (unsigned long long)m.seq);
+		}
+		assert_true(v == next);
+		next++;
+	}
+	tern_sub_stats(sub, &st);
+	print_message("%d reset(s); %llu of %d delivered, %llu missed\n", r.resets,
+	              (unsigned long long)(next - 1), RESUME_COUNT, (unsigned long long)st.missed);
+	assert_int_equal(r.resets, 1);
+	assert_true(log_has("resuming 'r'", 100));
+	assert_true(next - 1 == RESUME_COUNT);
+	assert_true(st.missed == 0);
+	atomic_store(&r.stop, 1);
+	tern_pub_close(pub);
+	tern_node_close(pubn);
+	pthread_join(th, NULL);
+	close(r.lfd);
+	tern_sub_close(sub);
+	tern_node_close(subn);
+}
+
 int
 main(void)
 {
@@ -651,6 +802,7 @@ main(void)
 	    cmocka_unit_test(test_slow_key_does_not_stop_others),
 	    cmocka_unit_test(test_slow_consumer_dropped),
 	    cmocka_unit_test(test_max_delay_holds_batch),
+	    cmocka_unit_test(test_reset_resumes_reliable),
 	};
 	return cmocka_run_group_tests_name("peerio", tests, NULL, NULL);
 }
