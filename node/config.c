@@ -88,6 +88,12 @@ set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	/* the sentence quotes the file's bytes: keep it one printable line */
+	for (char *p = err; *p != '\0'; p++) {
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			*p = '?';
+		}
+	}
 }
 
 const char *

@@ -199,6 +199,12 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.hello.max_message = get_uint(d);
 		m->u.hello.window = get_uint(d);
 		m->u.hello.keepalive_ms = get_uint(d);
+		/* PROTOCOL.md's bounds: a chunk size of 0 would turn every message
+		 * into an endless run of empty chunks */
+		if (m->u.hello.id.len == 0 || m->u.hello.mode > 1 ||
+		    m->u.hello.chunk < CTL_CHUNK_MIN) {
+			d->bad = true;
+		}
 		break;
 	case CTL_SUB:
 	case CTL_UNSUB:

@@ -28,6 +28,8 @@ enum ctl_type {
 
 #define CTL_ID_MAX   255
 #define CTL_TEXT_MAX 1024
+/* Smallest chunk size a HELLO may announce (chunk_bytes' lower bound). */
+#define CTL_CHUNK_MIN 256
 /* Largest encoded control message: a few strings of CTL_TEXT_MAX and ints. */
 #define CTL_MSG_MAX 4096
 

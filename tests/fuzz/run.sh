@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Build the fuzz harnesses with clang and libFuzzer and run each one.
+#
+#   tests/fuzz/run.sh SECONDS [BUILD_DIR] [HARNESS...]
+#
+# Each harness runs for SECONDS, one after another, starting from its seed
+# corpus (tests/fuzz/corpus/NAME, only read) and the inputs it found in
+# earlier runs (BUILD_DIR/corpus/NAME). A crash, a leak, a hang or a broken
+# property stops that harness; its input is saved as BUILD_DIR/crashes/NAME-*
+# and the script exits 1 after running the others. To keep such an input:
+# copy it into tests/fuzz/corpus/NAME/ once the bug is fixed.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ $# -lt 1 ] || ! [[ "$1" =~ ^[0-9]+$ ]] || [ "$1" -eq 0 ]; then
+  echo "usage: $0 SECONDS [BUILD_DIR] [HARNESS...]" >&2
+  exit 2
+fi
+seconds="$1"
+build="${2:-$here/../../build-fuzz}"
+shift $(( $# >= 2 ? 2 : 1 ))
+harnesses=("$@")
+if [ ${#harnesses[@]} -eq 0 ]; then
+  harnesses=(frames handshake reasm keyexpr config)
+fi
+
+if ! command -v clang >/dev/null; then
+  echo "fuzz: clang is missing: run scripts/setup --test (apt-get install clang libclang-rt-14-dev)" >&2
+  exit 1
+fi
+
+mkdir -p "$build"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$here" -B "$build" -DCMAKE_C_COMPILER=clang >"$build/configure.log" 2>&1 || {
+    cat "$build/configure.log" >&2
+    echo "fuzz: configuring the clang build failed" >&2
+    exit 1
+  }
+fi
+targets=()
+for h in "${harnesses[@]}"; do
+  if [ ! -f "$here/fuzz_$h.c" ]; then
+    echo "fuzz: no harness '$h' (tests/fuzz/fuzz_$h.c)" >&2
+    exit 2
+  fi
+  targets+=("fuzz_$h")
+done
+if ! cmake --build "$build" -j2 --target "${targets[@]}" >"$build/build.log" 2>&1; then
+  cat "$build/build.log" >&2
+  echo "fuzz: building the harnesses failed (is libclang-rt-14-dev installed?)" >&2
+  exit 1
+fi
+
+failed=0
+for h in "${harnesses[@]}"; do
+  mkdir -p "$build/corpus/$h" "$build/crashes"
+  log="$build/fuzz_$h.log"
+  dict=()
+  [ -f "$here/$h.dict" ] && dict=("-dict=$here/$h.dict")
+  set +e
+  # The first directory receives new inputs; the seeds are only read.
+  "$build/fuzz_$h" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -max_len=16384 -print_final_stats=1 -artifact_prefix="$build/crashes/$h-" \
+    "$build/corpus/$h" "$here/corpus/$h" >"$log" 2>&1
+  rc=$?
+  set -e
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n1 || true)
+  found=$(find "$build/corpus/$h" -type f | wc -l)
+  if [ "$rc" -eq 0 ]; then
+    printf 'fuzz_%s: %s executions in %s s, %s, %s inputs in %s\n' \
+      "$h" "${runs:-?}" "$seconds" "${cov:-cov: ?}" "$found" "$build/corpus/$h"
+  else
+    failed=1
+    printf 'fuzz_%s: FAILED after %s executions (exit %d); log: %s\n' "$h" "${runs:-?}" "$rc" "$log"
+    grep -E '^(==[0-9]+==ERROR|SUMMARY|.*property broken|artifact_prefix|Test unit written)' "$log" | head -n 8 || true
+  fi
+done
+exit "$failed"
