@@ -767,8 +767,9 @@ test_reset_resumes_reliable(void **state)
 		uint64_t v;
 		memcpy(&v, m.data, sizeof(v));
 		if (v != next) {
-			print_message("expected %llu, got %llu (seq %llu)\n", (unsigned long long)next,
-				      (unsigned long long)v, (unsigned long long)m.seq);
+			print_message("expected %llu, got %llu (seq %llu)\n",
+			              (unsigned long long)next, (unsigned long long)v,
+			              (unsigned long long)m.seq);
 		}
 		assert_true(v == next);
 		next++;

@@ -12,7 +12,7 @@ run_case() {
 	local ep
 	ep=$(bound node)
 	start sub 30 sub k --connect "$ep" --format none
-	wait_for "$TMP/node.err" "connected .*$want mode" 10 || fail "$label: the node did not log a $want connection"
+	wait_for "$TMP/node.err" "connected .*$want mode" 30 || fail "$label: the node did not log a $want connection"
 	if grep -q "connected .*$other mode" "$TMP/node.err"; then
 		fail "$label: a connection ran in $other mode"
 	fi

@@ -68,17 +68,18 @@ typedef void (*tern_log_fn)(void *arg, int level, const char *line);
  * Field names follow the config-file keys of docs/CONFIG.md.
  */
 typedef struct tern_config {
-	const char *id;                /* NULL: "<hostname>-<pid>" */
-	int mode;                      /* enum tern_mode */
-	bool low_latency;              /* write each message at once, no batching */
-	uint32_t batch_max_bytes;      /* batching.max_bytes: largest single write */
-	uint32_t batch_max_delay_us;   /* batching.max_delay_us: 0 = flush when idle */
-	int reliability;               /* enum tern_reliability, default for publishers */
-	uint64_t queue_max_bytes;      /* queue.max_bytes: bound per connection */
-	uint64_t max_message_bytes;    /* larger messages are refused */
-	uint32_t chunk_bytes;          /* messages above this travel in chunks */
-	uint32_t publish_timeout_ms;   /* reliable: how long publish may block */
-	uint32_t slow_consumer_ms;     /* reliable: a peer that takes nothing for this long is dropped */
+	const char *id;              /* NULL: "<hostname>-<pid>" */
+	int mode;                    /* enum tern_mode */
+	bool low_latency;            /* write each message at once, no batching */
+	uint32_t batch_max_bytes;    /* batching.max_bytes: largest single write */
+	uint32_t batch_max_delay_us; /* batching.max_delay_us: 0 = flush when idle */
+	int reliability;             /* enum tern_reliability, default for publishers */
+	uint64_t queue_max_bytes;    /* queue.max_bytes: bound per connection */
+	uint64_t max_message_bytes;  /* larger messages are refused */
+	uint32_t chunk_bytes;        /* messages above this travel in chunks */
+	uint32_t publish_timeout_ms; /* reliable: how long publish may block */
+	uint32_t
+	    slow_consumer_ms; /* reliable: a peer that takes nothing for this long is dropped */
 	uint32_t handshake_timeout_ms; /* a silent new connection is dropped after this */
 	uint32_t keepalive_ms;         /* a peer silent for 3x this is considered dead */
 	uint32_t reconnect_initial_ms; /* first retry delay after a lost connection */
