@@ -499,7 +499,7 @@ pub_drained(struct tern_pub *pub)
 	pthread_mutex_lock(&pub->lock);
 	for (int k = 0; k < pub->src.nouts; k++) {
 		struct outchan *oc = pub->src.outs[k];
-		if (!atomic_load(&oc->conn->dead) && ring_used(&oc->ring) > 0) {
+		if (!atomic_load(&oc->conn->dead) && outchan_unsent(oc) > 0) {
 			empty = false;
 			if (!atomic_load(&oc->conn->pending)) {
 				atomic_store(&oc->conn->pending, 1);
