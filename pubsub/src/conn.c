@@ -289,6 +289,9 @@ gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
 	                            atomic_load_explicit(&oc->credit, memory_order_acquire));
 	if (take == 0) {
 		oc->want_blocked = true; /* waiting for credit, not for room */
+		if (atomic_load(&oc->starved_since_ms) == 0) {
+			atomic_store(&oc->starved_since_ms, node_now_ms());
+		}
 		return;
 	}
 	atomic_fetch_sub(&oc->credit, (int64_t)take);
@@ -516,6 +519,7 @@ inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
 	in->src = s;
 	in->next_seq = 1;
 	credit_rx_init(&in->credit, c->node->window_init, c->node->window_max);
+	in->rate_t0_us = node_now_ns() / 1000;
 	s->refs++;
 	c->ins[id] = in;
 	return 0;
@@ -786,9 +790,35 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	}
 	c->got_hello = true;
 	c->state = CONN_READY;
+	struct ctl_msg ping = {.type = CTL_PING};
+	ping.u.token = node_now_ns() / 1000; /* a first round trip, for flow control */
+	conn_send_ctl(c, &ping);
 	node_log(node, TERN_LOG_INFO, "connected %s %s (%s), %s mode", c->outbound ? "to" : "from",
 	         c->peer_id, c->endpoint, c->low_latency ? "low-latency" : "batched");
 	route_peer_ready(node, c);
+}
+
+/*
+ * The window a channel needs: twice what it moved in one round trip since
+ * it last ran out of credit. A window-limited channel moves a window per
+ * round trip, so this lets it double; once the link itself is the limit,
+ * growth stops at twice the bandwidth-delay product. Until a round trip
+ * has been measured, nothing grows.
+ */
+static uint64_t
+link_need(struct conn *c, struct inchan *in)
+{
+	uint64_t now = node_now_ns() / 1000;
+	uint64_t elapsed = now - in->rate_t0_us;
+	uint64_t bytes = in->credit.consumed - in->rate_bytes0;
+	uint64_t need = 0;
+
+	if (c->rtt_us > 0 && elapsed > 0 && in->rate_t0_us != 0) {
+		need = (uint64_t)(2.0 * (double)bytes * (double)c->rtt_us / (double)elapsed);
+	}
+	in->rate_t0_us = now;
+	in->rate_bytes0 = in->credit.consumed;
+	return need;
 }
 
 static int
@@ -826,8 +856,13 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		conn_send_ctl(c, &r);
 		return 0;
 	}
-	case CTL_PONG:
+	case CTL_PONG: {
+		uint64_t sample = node_now_ns() / 1000 - m.u.token;
+		if (m.u.token <= node_now_ns() / 1000) {
+			c->rtt_us = c->rtt_us == 0 ? sample : (7 * c->rtt_us + sample) / 8;
+		}
 		return 0;
+	}
 	case CTL_GOODBYE:
 		node_log(c->node, TERN_LOG_INFO, "%s said goodbye: %.*s", c->peer_id,
 		         (int)m.u.reason.len, m.u.reason.p);
@@ -837,7 +872,8 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_BLOCKED: {
 		struct inchan *in = inchan_get(c, m.u.credit.channel);
 		if (in != NULL) {
-			grant(c, in, credit_rx_blocked(&in->credit, !in->stalled));
+			grant(c, in,
+			      credit_rx_blocked(&in->credit, !in->stalled, link_need(c, in)));
 			flush_acks(c);
 		}
 		return 0;
@@ -1001,9 +1037,26 @@ conn_timers(struct conn *c, uint64_t now)
 		conn_fail(c, "the peer went silent (keepalive deadline)");
 		return;
 	}
+	for (int i = 0; i < c->nout && c->got_hello; i++) {
+		struct outchan *oc = c->outv[i];
+		uint64_t starved = atomic_load(&oc->starved_since_ms);
+		if (oc->retain && starved != 0 && now - starved >= node->cfg.slow_consumer_ms &&
+		    outchan_unsent(oc) > 0) {
+			char why[200];
+			snprintf(why, sizeof(why),
+			         "slow consumer: '%s' took nothing for %llu ms (slow_consumer_ms)",
+			         oc->src->key, (unsigned long long)(now - starved));
+			node_log(node, TERN_LOG_WARN, "dropping %s (%s): %s", c->peer_id,
+			         c->endpoint, why);
+			snprintf(c->kill_reason, sizeof(c->kill_reason), "%s", why);
+			atomic_store(&c->kill, 1);
+			conn_fail(c, why);
+			return;
+		}
+	}
 	if (c->got_hello && now - c->last_ping_ms >= node->cfg.keepalive_ms) {
 		struct ctl_msg m = {.type = CTL_PING};
-		m.u.token = now;
+		m.u.token = node_now_ns() / 1000; /* microseconds: the PONG gives the round trip */
 		c->last_ping_ms = now;
 		conn_send_ctl(c, &m);
 	}

@@ -46,9 +46,10 @@ credit_rx_consume(struct credit_rx *c, uint64_t n)
 }
 
 uint64_t
-credit_rx_blocked(struct credit_rx *c, bool receiver_idle)
+credit_rx_blocked(struct credit_rx *c, bool receiver_idle, uint64_t limit)
 {
-	if (receiver_idle && c->window < c->max_window && c->consumed >= c->grow_fence) {
+	if (receiver_idle && c->window < c->max_window && c->window < limit &&
+	    c->consumed >= c->grow_fence) {
 		c->window = c->window * 2 > c->max_window ? c->max_window : c->window * 2;
 		c->grow_fence = c->granted;
 	}

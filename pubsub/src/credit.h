@@ -33,7 +33,9 @@ bool credit_rx_receive(struct credit_rx *c, uint64_t n);
 uint64_t credit_rx_consume(struct credit_rx *c, uint64_t n);
 
 /* The sender reported it is blocked. receiver_idle: nothing of this channel
- * waits at the receiver. Returns the bytes to grant now (0: none). */
-uint64_t credit_rx_blocked(struct credit_rx *c, bool receiver_idle);
+ * waits at the receiver; limit: the window the link needs (twice its
+ * measured bandwidth-delay product), past which it does not grow.
+ * Returns the bytes to grant now (0: none). */
+uint64_t credit_rx_blocked(struct credit_rx *c, bool receiver_idle, uint64_t limit);
 
 #endif

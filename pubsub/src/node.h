@@ -15,6 +15,7 @@
  *    the one thread calling tern_sub_recv.
  * API calls that change structure run on the I/O thread via node_call().
  * Lock order: pub->lock, then sub->push_lock or conn->wlock; never the reverse.
+ * pub->wait_lock is a leaf: nothing else is taken while it is held.
  */
 #ifndef TERN_NODE_H
 #define TERN_NODE_H
@@ -49,12 +50,12 @@ struct outchan {
 	struct src *src;
 	uint32_t id;
 	struct ring ring;
-	_Atomic int64_t credit;    /* bytes the receiver still accepts */
-	atomic_bool detached;      /* no longer routed: close once drained */
-	atomic_bool blocked_sent;  /* a BLOCKED report went out since the last credit */
-	uint64_t last_seq;         /* producer side: the last sequence number queued */
-	uint64_t blocked_since_ms; /* producer side: when the ring became too full, or 0 */
-	bool want_blocked;         /* flusher: data waits for credit, tell the peer */
+	_Atomic int64_t credit;            /* bytes the receiver still accepts */
+	atomic_bool detached;              /* no longer routed: close once drained */
+	atomic_bool blocked_sent;          /* a BLOCKED report went out since the last credit */
+	uint64_t last_seq;                 /* producer side: the last sequence number queued */
+	_Atomic uint64_t starved_since_ms; /* since when data waits for credit, or 0 */
+	bool want_blocked;                 /* flusher: data waits for credit, tell the peer */
 	bool open_sent;
 	/* Reliable channels keep written frames until the peer reports them
 	 * consumed, so that they can be sent again after a reconnect. The
@@ -118,6 +119,8 @@ struct inchan {
 	bool stalled;
 	struct inchan *stall_next;
 	uint64_t grant_pending; /* credit to send with the next acknowledgement */
+	uint64_t rate_t0_us;    /* consumption measured since then ... */
+	uint64_t rate_bytes0;   /* ... from this many bytes consumed */
 	uint64_t acked;         /* consumed bytes last reported to the sender */
 	bool dirty;             /* on conn->dirty: something to acknowledge */
 };
@@ -147,6 +150,7 @@ struct conn {
 	uint64_t peer_window;
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
+	uint64_t rtt_us; /* smoothed round trip from PING/PONG, 0 until measured */
 
 	pthread_mutex_t wlock;
 	uint8_t *out;
@@ -154,7 +158,7 @@ struct conn {
 	bool epollout;
 	atomic_int dead; /* set first when the connection fails */
 	atomic_int kill; /* a publisher asks the I/O thread to drop it */
-	char kill_reason[160];
+	char kill_reason[200];
 	_Atomic uint64_t ring_bytes;       /* capacity of this connection's send rings */
 	atomic_int pending;                /* rings may hold data */
 	_Atomic uint64_t pending_since_ns; /* with batching.max_delay_us: when data first waited */

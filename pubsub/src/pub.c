@@ -41,7 +41,7 @@ pub_wake(struct tern_pub *pub)
  * Growing excludes the flusher (it holds wlock while it reads rings).
  */
 static bool
-outchan_grow(struct outchan *oc, size_t need)
+outchan_grow(struct outchan *oc, size_t need, bool for_window)
 {
 	struct conn *c = oc->conn;
 	size_t used = ring_used(&oc->ring), cap = oc->ring.cap;
@@ -51,7 +51,8 @@ outchan_grow(struct outchan *oc, size_t need)
 	/* Best effort drops rather than queues. And only a peer that stopped
 	 * granting credit makes the queue grow: a ring that fills because the
 	 * socket is momentarily slower than the publisher just pushes back. */
-	if (oc->src->reliability != TERN_RELIABLE || !atomic_load(&oc->blocked_sent)) {
+	if (oc->src->reliability != TERN_RELIABLE ||
+	    (!for_window && !atomic_load(&oc->blocked_sent))) {
 		return false;
 	}
 	while (cap < used + need) {
@@ -81,15 +82,21 @@ outchan_has_room(struct outchan *oc, size_t len)
 }
 
 static bool
-room_or_grow(struct outchan *oc, size_t len, uint64_t waited_ms)
+room_or_grow(struct outchan *oc, size_t len)
 {
+	uint64_t starved = atomic_load(&oc->starved_since_ms);
 	size_t frames = len / (oc->conn->frame_max ? oc->conn->frame_max : 1) + 1;
 
 	if (outchan_has_room(oc, len)) {
 		return true;
 	}
-	/* a peer silent for a while (not a window still growing) is queued for */
-	return waited_ms >= GROW_AFTER_MS && outchan_grow(oc, len + frames * WIRE_HDR_MAX);
+	/* A ring mostly holding frames kept for a resend means the window has
+	 * outgrown it (a long, fast link): grow to keep the link full. A peer
+	 * that granted nothing for a while (not a window still growing) is
+	 * queued for, too. */
+	bool kept_most = atomic_load(&oc->sent) > oc->ring.cap / 4 * 3;
+	bool stalled = starved != 0 && node_now_ms() - starved >= GROW_AFTER_MS;
+	return (kept_most || stalled) && outchan_grow(oc, len + frames * WIRE_HDR_MAX, kept_most);
 }
 
 static void
@@ -145,47 +152,22 @@ outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t 
 	return 0;
 }
 
-/* Ask the I/O thread to drop a connection whose peer takes nothing. */
-static void
-drop_slow(struct outchan *oc, uint64_t waited_ms)
-{
-	struct conn *c = oc->conn;
-
-	if (atomic_load(&c->kill)) {
-		return;
-	}
-	snprintf(c->kill_reason, sizeof(c->kill_reason),
-	         "slow consumer: '%s' could not queue for %llu ms (slow_consumer_ms)", oc->src->key,
-	         (unsigned long long)waited_ms);
-	atomic_store(&c->kill, 1);
-	node_wake(c->node);
-}
-
 /*
- * Wait until oc has room for len bytes. False on the publish deadline, a
- * detached or dead channel, or when the channel has been full for
- * slow_consumer_ms: then its connection is dropped and publishing goes on.
+ * Wait until oc has room for len bytes. False on the publish deadline, or
+ * a detached, dead or dropped channel (the I/O thread drops a peer that has
+ * taken nothing for slow_consumer_ms, which ends this wait). wait_lock is a
+ * leaf: growing the ring takes conn->wlock, so it happens outside it.
  */
 static bool
 wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadline_ms)
 {
-	uint64_t slow_ms = pub->node->cfg.slow_consumer_ms;
 	struct timespec ts;
-	uint64_t now = node_now_ms();
+	bool room;
 
-	if (oc->blocked_since_ms == 0) {
-		oc->blocked_since_ms = now;
-	}
 	atomic_fetch_add(&pub->waiters, 1);
-	pthread_mutex_lock(&pub->wait_lock);
-	while (!room_or_grow(oc, len, now - oc->blocked_since_ms)) {
-		now = node_now_ms();
+	while (!(room = room_or_grow(oc, len))) {
 		if (atomic_load(&oc->detached) || atomic_load(&oc->conn->dead) ||
-		    now >= deadline_ms) {
-			break;
-		}
-		if (now - oc->blocked_since_ms >= slow_ms) {
-			drop_slow(oc, now - oc->blocked_since_ms);
+		    atomic_load(&oc->conn->kill) || node_now_ms() >= deadline_ms) {
 			break;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -194,11 +176,14 @@ wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadlin
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
 		}
-		pthread_cond_timedwait(&pub->wait_cond, &pub->wait_lock, &ts);
+		pthread_mutex_lock(&pub->wait_lock);
+		if (!outchan_has_room(oc, len)) {
+			pthread_cond_timedwait(&pub->wait_cond, &pub->wait_lock, &ts);
+		}
+		pthread_mutex_unlock(&pub->wait_lock);
 	}
-	pthread_mutex_unlock(&pub->wait_lock);
 	atomic_fetch_sub(&pub->waiters, 1);
-	return outchan_has_room(oc, len) && !atomic_load(&oc->detached);
+	return room && !atomic_load(&oc->detached);
 }
 
 /* Why a message could not be queued: a dropped connection is no error for
@@ -236,7 +221,6 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 		    (!may_wait || !wait_room(oc, len, pub, deadline_ms))) {
 			return refused(oc, may_wait);
 		}
-		oc->blocked_since_ms = 0;
 		f.len = len;
 		oc->last_seq = seq;
 		oc->messages++;
@@ -256,7 +240,6 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 		    (!wait || pub == NULL || !wait_room(oc, n, pub, deadline_ms))) {
 			return refused(oc, may_wait);
 		}
-		oc->blocked_since_ms = 0;
 		outchan_put_frame(oc, &f, data + off);
 		f.flags &= ~WIRE_FLAG_SEQ;
 		off += n;

@@ -332,6 +332,9 @@ on_credit(struct conn *c, const struct ctl_msg *m)
 	}
 	atomic_fetch_add(&oc->credit, (int64_t)m->u.credit.bytes);
 	atomic_store(&oc->blocked_sent, false);
+	if (m->u.credit.bytes > 0) {
+		atomic_store(&oc->starved_since_ms, 0);
+	}
 	if (oc->retain && m->u.credit.consumed > oc->acked) {
 		pthread_mutex_lock(&c->wlock);
 		oc->acked = m->u.credit.consumed;
@@ -386,6 +389,9 @@ route_outchan_new(struct conn *c, struct src *s)
 	}
 	if (ring < 4ull * c->batch_max) {
 		ring = 4ull * c->batch_max;
+	}
+	if (ring < 2ull * c->peer_window) { /* the window's worth kept, and more to send */
+		ring = 2ull * c->peer_window;
 	}
 	if (ring_init(&oc->ring, ring) != 0) {
 		free(oc);
