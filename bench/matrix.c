@@ -1,0 +1,320 @@
+/*
+ * matrix.c - from a configuration to the ordered list of cells.
+ *
+ * Cells go link by link; within a link, the tcp and tern cells of one
+ * scenario, size and mode run back to back, so the ratio between them
+ * compares two measurements taken moments apart.
+ */
+#include "matrix.h"
+#include "record.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Set-up and tear-down cost beyond the sending time, per cell. */
+#define CELL_OVERHEAD_S 0.3
+
+/* bytes and fanin cells send for this share of --duration. */
+static double
+short_duration(double d)
+{
+	double s = d * 0.4;
+
+	return s < 0.2 ? (d < 0.2 ? d : 0.2) : s;
+}
+
+/* A payload that would take over a quarter of the cell to cross the link once
+ * measures the wait for one message, not a rate: such cells are left out. */
+static bool
+size_fits(const struct bench_link *l, uint64_t size, double duration)
+{
+	return !l->emulated || l->bandwidth_Bps <= 0 ||
+	       (double)size / l->bandwidth_Bps <= duration / 4.0;
+}
+
+static int
+push(struct bench_run *run, size_t *cap, const struct cell *c)
+{
+	if (run->ncells == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		struct cell *nc = realloc(run->cells, ncap * sizeof(*nc));
+
+		if (nc == NULL) {
+			return -1;
+		}
+		run->cells = nc;
+		*cap = ncap;
+	}
+	run->cells[run->ncells++] = *c;
+	return 0;
+}
+
+/* One cell for each mode and layer. */
+static int
+push_modes(struct bench_run *run, size_t *cap, struct cell *c, bool batched_only_param)
+{
+	const struct bench_config *cfg = &run->cfg;
+	size_t m;
+	size_t y;
+
+	for (m = 0; m < cfg->nmodes; m++) {
+		/* A batch size means nothing without batching. */
+		if (batched_only_param && cfg->modes[m]) {
+			continue;
+		}
+		c->lowlat = cfg->modes[m];
+		for (y = 0; y < cfg->nlayers; y++) {
+			c->layer = cfg->layers[y];
+			if (push(run, cap, c) != 0) {
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* --quick runs the scenarios other than stream on one link each: the one
+ * that suits it (or the first link when that one is not selected). */
+static bool
+quick_runs_on(const struct bench_config *cfg, enum scenario_kind k, const struct bench_link *l)
+{
+	const char *want = k == SCEN_PINGPONG ? "loopback" : k == SCEN_BYTES ? "unix" : "lan";
+	size_t i;
+
+	if (!cfg->quick || k == SCEN_STREAM) {
+		return true;
+	}
+	for (i = 0; i < cfg->nlinks; i++) {
+		if (strcmp(cfg->links[i].name, want) == 0) {
+			return strcmp(l->name, want) == 0;
+		}
+	}
+	return l == &cfg->links[0];
+}
+
+static int
+build_link(struct bench_run *run, size_t *cap, const struct bench_link *l)
+{
+	const struct bench_config *cfg = &run->cfg;
+	size_t s;
+	size_t i;
+
+	for (s = 0; s < cfg->nscenarios; s++) {
+		struct cell c;
+
+		if (!quick_runs_on(cfg, cfg->scenarios[s], l)) {
+			continue;
+		}
+
+		memset(&c, 0, sizeof(c));
+		c.kind = cfg->scenarios[s];
+		c.link = l;
+		c.concurrency = 1;
+		c.duration = cfg->duration;
+		switch (c.kind) {
+		case SCEN_STREAM:
+			for (i = 0; i < cfg->nrecords; i++) {
+				c.records_per_msg = cfg->records[i];
+				c.payload_bytes = (uint64_t)c.records_per_msg * RECORD_BYTES;
+				if (push_modes(run, cap, &c, false) != 0) {
+					return -1;
+				}
+			}
+			break;
+		case SCEN_PINGPONG:
+			c.records_per_msg = 1;
+			c.payload_bytes = RECORD_BYTES;
+			for (i = 0; i < cfg->nconcurrency; i++) {
+				c.concurrency = cfg->concurrency[i];
+				if (push_modes(run, cap, &c, false) != 0) {
+					return -1;
+				}
+			}
+			break;
+		case SCEN_BYTES:
+			c.duration = short_duration(cfg->duration);
+			for (i = 0; i < cfg->nsizes; i++) {
+				c.payload_bytes = cfg->sizes[i];
+				if (!size_fits(l, c.payload_bytes, c.duration)) {
+					continue;
+				}
+				if (push_modes(run, cap, &c, false) != 0) {
+					return -1;
+				}
+			}
+			break;
+		case SCEN_FANIN:
+			c.duration = short_duration(cfg->duration);
+			c.concurrency = cfg->connections;
+			c.records_per_msg = cfg->fanin_records;
+			c.payload_bytes = (uint64_t)c.records_per_msg * RECORD_BYTES;
+			for (i = 0; i < cfg->nbatch_bytes; i++) {
+				c.batch_bytes = cfg->batch_bytes[i];
+				if (push_modes(run, cap, &c, true) != 0) {
+					return -1;
+				}
+			}
+			/* Low-latency mode once: it has no batch size to sweep. */
+			c.batch_bytes = 0;
+			for (i = 0; i < cfg->nmodes; i++) {
+				if (cfg->modes[i]) {
+					size_t y;
+
+					c.lowlat = true;
+					for (y = 0; y < cfg->nlayers; y++) {
+						c.layer = cfg->layers[y];
+						if (push(run, cap, &c) != 0) {
+							return -1;
+						}
+					}
+				}
+			}
+			break;
+		}
+	}
+	return 0;
+}
+
+int
+matrix_build(struct bench_run *run)
+{
+	size_t cap = 0;
+	size_t i;
+
+	run->cells = NULL;
+	run->ncells = 0;
+	for (i = 0; i < run->cfg.nlinks; i++) {
+		if (build_link(run, &cap, &run->cfg.links[i]) != 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+double
+matrix_cell_estimate(const struct cell *c)
+{
+	double t = c->duration + CELL_OVERHEAD_S;
+
+	if (c->link->emulated) {
+		t += 4 * c->link->rtt_ms / 1000.0;
+		if (c->link->bandwidth_Bps > 0) {
+			/* draining the bottleneck queue and the sockets around it */
+			t += 2.0 * 262144 / c->link->bandwidth_Bps;
+		}
+	}
+	if (c->kind == SCEN_FANIN) {
+		t += 0.01 * c->concurrency;
+	}
+	return t;
+}
+
+static void
+size_label(uint64_t n, char *buf, size_t len)
+{
+	if (n >= 1048576 && n % 1048576 == 0) {
+		snprintf(buf, len, "%lluMiB", (unsigned long long)(n / 1048576));
+	} else if (n >= 1024 && n % 1024 == 0) {
+		snprintf(buf, len, "%lluKiB", (unsigned long long)(n / 1024));
+	} else {
+		snprintf(buf, len, "%lluB", (unsigned long long)n);
+	}
+}
+
+void
+matrix_cell_label(const struct cell *c, char *buf, size_t len)
+{
+	char param[48];
+	char sz[24];
+
+	switch (c->kind) {
+	case SCEN_STREAM:
+		snprintf(param, sizeof(param), "%u rec/msg", c->records_per_msg);
+		break;
+	case SCEN_PINGPONG:
+		snprintf(param, sizeof(param), "%u in flight", c->concurrency);
+		break;
+	case SCEN_BYTES:
+		size_label(c->payload_bytes, sz, sizeof(sz));
+		snprintf(param, sizeof(param), "%s", sz);
+		break;
+	case SCEN_FANIN:
+		if (c->lowlat) {
+			snprintf(param, sizeof(param), "%u conns", c->concurrency);
+		} else {
+			size_label(c->batch_bytes ? c->batch_bytes : 65536, sz, sizeof(sz));
+			snprintf(param, sizeof(param), "%u conns %s", c->concurrency, sz);
+		}
+		break;
+	}
+	snprintf(buf, len, "%s %s %s %s %s", scenario_name(c->kind), c->link->name, c->layer->name,
+	         c->lowlat ? "lowlat" : "batched", param);
+}
+
+static cJSON *
+u32_array(const uint32_t *v, size_t n)
+{
+	cJSON *a = cJSON_CreateArray();
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+	}
+	return a;
+}
+
+char *
+matrix_config_json(const struct bench_config *cfg)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON *a;
+	char *s;
+	size_t i;
+
+	a = cJSON_AddArrayToObject(o, "scenarios");
+	for (i = 0; i < cfg->nscenarios; i++) {
+		cJSON_AddItemToArray(a, cJSON_CreateString(scenario_name(cfg->scenarios[i])));
+	}
+	a = cJSON_AddArrayToObject(o, "links");
+	for (i = 0; i < cfg->nlinks; i++) {
+		cJSON *l = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(l, "name", cfg->links[i].name);
+		if (cfg->links[i].bandwidth_Bps > 0) {
+			cJSON_AddNumberToObject(l, "bandwidth_Bps", cfg->links[i].bandwidth_Bps);
+		} else {
+			cJSON_AddNullToObject(l, "bandwidth_Bps");
+		}
+		cJSON_AddNumberToObject(l, "rtt_ms", cfg->links[i].rtt_ms);
+		cJSON_AddStringToObject(l, "kind",
+		                        cfg->links[i].is_unix    ? "unix"
+		                        : cfg->links[i].emulated ? "emulated"
+		                                                 : "loopback");
+		cJSON_AddItemToArray(a, l);
+	}
+	a = cJSON_AddArrayToObject(o, "layers");
+	for (i = 0; i < cfg->nlayers; i++) {
+		cJSON_AddItemToArray(a, cJSON_CreateString(cfg->layers[i]->name));
+	}
+	a = cJSON_AddArrayToObject(o, "modes");
+	for (i = 0; i < cfg->nmodes; i++) {
+		cJSON_AddItemToArray(a, cJSON_CreateString(cfg->modes[i] ? "lowlat" : "batched"));
+	}
+	cJSON_AddItemToObject(o, "records", u32_array(cfg->records, cfg->nrecords));
+	cJSON_AddItemToObject(o, "concurrency", u32_array(cfg->concurrency, cfg->nconcurrency));
+	cJSON_AddNumberToObject(o, "connections", cfg->connections);
+	cJSON_AddNumberToObject(o, "fanin_records", cfg->fanin_records);
+	cJSON_AddItemToObject(o, "batch_bytes", u32_array(cfg->batch_bytes, cfg->nbatch_bytes));
+	a = cJSON_AddArrayToObject(o, "sizes");
+	for (i = 0; i < cfg->nsizes; i++) {
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)cfg->sizes[i]));
+	}
+	cJSON_AddNumberToObject(o, "duration", cfg->duration);
+	cJSON_AddNumberToObject(o, "record_bytes", RECORD_BYTES);
+	cJSON_AddBoolToObject(o, "quick", cfg->quick);
+	s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}

@@ -1,0 +1,83 @@
+/*
+ * matrix.h - the configuration of a bench run and the cells it expands to.
+ */
+#ifndef BENCH_MATRIX_H
+#define BENCH_MATRIX_H
+
+#include "scenario.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <tern/tern.h>
+
+/* The version stored with each run: the libtern this bench was built with. */
+#define TERN_BENCH_VERSION TERN_VERSION
+
+#define MAX_LINKS  32
+#define MAX_VALUES 32
+
+struct bench_config {
+	struct bench_link links[MAX_LINKS]; /* the links to run, in order */
+	size_t nlinks;
+	enum scenario_kind scenarios[4];
+	size_t nscenarios;
+	const struct layer_ops *layers[2];
+	size_t nlayers;
+	bool modes[2]; /* false: batched, true: lowlat */
+	size_t nmodes;
+	uint32_t records[MAX_VALUES];
+	size_t nrecords;
+	uint32_t concurrency[MAX_VALUES];
+	size_t nconcurrency;
+	uint32_t connections;
+	uint32_t fanin_records; /* records per message in fanin */
+	uint32_t batch_bytes[MAX_VALUES];
+	size_t nbatch_bytes;
+	uint64_t sizes[MAX_VALUES]; /* bytes scenario payloads */
+	size_t nsizes;
+	double duration;
+	const char *db;
+	const char *out;
+	const char *note;
+	bool quick;
+	bool validate;
+};
+
+struct bench_run {
+	struct bench_config cfg;
+	struct cell *cells;
+	struct cell_result *results;
+	bool *done;
+	size_t ncells;
+	char started_at[32];
+	char finished_at[32];
+	const char *status;
+};
+
+/* Expand cfg into cells (run->cells, run->ncells). 0 or -1 (out of memory). */
+int matrix_build(struct bench_run *run);
+
+/* Seconds a cell is expected to take, for the time-left estimate. */
+double matrix_cell_estimate(const struct cell *c);
+
+/* A short label for a cell: "stream wifi tern batched 16 rec". */
+void matrix_cell_label(const struct cell *c, char *buf, size_t len);
+
+/* The configuration as JSON (caller frees). */
+char *matrix_config_json(const struct bench_config *cfg);
+
+/* report.c: the tables on out, and the run as a JSON file. */
+void report_tables(FILE *out, const struct bench_run *run);
+int report_json(const struct bench_run *run, const char *path, char *err, size_t err_len);
+
+/* progress.c: one line on stderr per cell, or one updating line on a terminal. */
+void progress_begin(const struct bench_run *run);
+void progress_cell(const struct bench_run *run, size_t i);
+void progress_end(void);
+
+/* validate.c: measure the emulator on each emulated link; 0 all within 5%. */
+int validate_links(const struct bench_config *cfg, FILE *out);
+
+#endif

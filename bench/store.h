@@ -1,0 +1,49 @@
+/*
+ * store.h - the benchmark's SQLite database: schema, migration, and the
+ * writes of one run (the run row first, each result as its cell finishes,
+ * the end of the run last), so a dashboard sees a run fill in live.
+ *
+ * Schema version (PRAGMA user_version) 2: the SPEC's minimum schema plus
+ * runs.status, results.failed, results.error, results.cpu_s_per_gb and
+ * results.spread. A version-1 database (the minimum schema) is migrated in
+ * place with ALTER TABLE ADD COLUMN.
+ */
+#ifndef BENCH_STORE_H
+#define BENCH_STORE_H
+
+#include "scenario.h"
+
+#include <stdint.h>
+
+#define STORE_SCHEMA_VERSION 2
+
+typedef struct store store;
+
+struct run_info {
+	const char *tern_version;
+	const char *host;
+	const char *cpu;
+	int cores;
+	const char *note;
+	const char *config_json;
+};
+
+/* Open (creating or migrating) the database at path. 0 or -1 with err. */
+int store_open(store **out, const char *path, char *err, size_t err_len);
+void store_close(store *st);
+
+/* The schema version of the open database. */
+int store_schema_version(store *st);
+
+int store_run_begin(store *st, const struct run_info *ri, int64_t *run_id, char *err,
+                    size_t err_len);
+int store_link(store *st, int64_t run_id, const struct bench_link *l, char *err, size_t err_len);
+int store_result(store *st, int64_t run_id, const struct cell *c, const struct cell_result *r,
+                 char *err, size_t err_len);
+/* status: "finished", "failed" or "interrupted"; sets finished_at. */
+int store_run_end(store *st, int64_t run_id, const char *status, char *err, size_t err_len);
+
+/* The time now as ISO 8601 UTC, e.g. 2026-12-02T10:11:12Z. */
+void store_now_iso(char *buf, size_t len);
+
+#endif

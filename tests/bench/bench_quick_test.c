@@ -1,0 +1,109 @@
+/*
+ * bench_quick_test.c - `tern bench --quick` end to end: it finishes, exits 0,
+ * and stores one row per cell of the quick matrix with sane figures, and
+ * --out writes the same run as JSON.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_db_check.h"
+
+/*
+ * The quick matrix: stream on 6 links x 2 layers x 2 modes x 3 sizes (72);
+ * pingpong on loopback, 2 concurrencies x 2 modes x 2 layers (8); bytes on
+ * unix, 2 sizes x 2 modes x 2 layers (8); fanin on lan, one batch size
+ * batched plus lowlat, x 2 layers (4).
+ */
+#define QUICK_CELLS (72 + 8 + 8 + 4)
+
+static void
+quick_run_stores_sane_rows(void **state)
+{
+	char db[64];
+	char out[80];
+	char *argv[] = {"bench", "--quick", "--db", db, "--out", out, "--note", "quick test", NULL};
+	FILE *f;
+	cJSON *json;
+	char *text;
+	long n;
+	int rc;
+
+	(void)state;
+	scratch_db(db, sizeof(db), "quick");
+	snprintf(out, sizeof(out), "%s.json", db);
+	rc = bench_main(8, argv);
+	assert_int_equal(rc, 0);
+
+	assert_int_equal(db_number(db, "SELECT count(*) FROM runs"), 1);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM runs WHERE status='finished' AND "
+	                               "finished_at IS NOT NULL AND note='quick test'"),
+	                 1);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM links"), 6);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results"), QUICK_CELLS);
+	/* Every row is a success with figures that make sense. */
+	assert_int_equal(db_number(db,
+	                           "SELECT count(*) FROM results WHERE failed=0 AND lost=0 "
+	                           "AND error IS NULL AND records_per_s > 0 AND bytes_per_s > 0 "
+	                           "AND seconds > 0 AND records > 0 AND messages > 0"),
+	                 QUICK_CELLS);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE link_share IS NOT NULL "
+	                               "AND link_share > 1.02"),
+	                 0);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE link IN "
+	                               "('lan','wifi','lte','wan') AND link_share IS NULL"),
+	                 0);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario != 'bytes' "
+	                               "AND record_bytes != 64"),
+	                 0);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='stream' AND "
+	                               "payload_bytes != records_per_msg * 64"),
+	                 0);
+	/* Both layers, both modes, every link. */
+	assert_int_equal(db_number(db, "SELECT count(DISTINCT layer || mode || link) FROM results "
+	                               "WHERE scenario='stream'"),
+	                 24);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='pingpong' "
+	                               "AND lat_p50_us > 0 AND lat_p999_us >= lat_p50_us"),
+	                 8);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='fanin' AND "
+	                               "concurrency=4 AND spread >= 1"),
+	                 4);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE cpu_s_per_gb > 0"),
+	                 QUICK_CELLS);
+	/* 1024 records of 64 bytes make a 64 KiB message. */
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE records_per_msg=1024 "
+	                               "AND payload_bytes=65536"),
+	                 24);
+
+	f = fopen(out, "r");
+	assert_non_null(f);
+	text = test_malloc(1 << 20);
+	n = (long)fread(text, 1, (1 << 20) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	json = cJSON_Parse(text);
+	test_free(text);
+	assert_non_null(json);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "results")), QUICK_CELLS);
+	assert_string_equal(cJSON_GetObjectItem(json, "status")->valuestring, "finished");
+	cJSON_Delete(json);
+	unlink(out);
+	remove_db(db);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(quick_run_stores_sane_rows),
+	};
+
+	return cmocka_run_group_tests_name("bench_quick", tests, NULL, NULL);
+}

@@ -1,0 +1,253 @@
+/*
+ * bench_store_test.c - the benchmark database: a new file gets schema
+ * version 2; a version-1 file (the minimum schema) is migrated in place and
+ * keeps its rows; a newer version is refused; rows written by a run read
+ * back.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "layer.h"
+#include "store.h"
+
+static const char schema_v1[] =
+    "CREATE TABLE runs (id INTEGER PRIMARY KEY, started_at TEXT NOT NULL, finished_at TEXT,"
+    " tern_version TEXT NOT NULL, host TEXT, cpu TEXT, cores INTEGER, note TEXT,"
+    " config TEXT NOT NULL);"
+    "CREATE TABLE links (run_id INTEGER NOT NULL REFERENCES runs(id), name TEXT NOT NULL,"
+    " bandwidth_Bps REAL, rtt_ms REAL NOT NULL, PRIMARY KEY (run_id, name));"
+    "CREATE TABLE results (id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL REFERENCES runs(id),"
+    " scenario TEXT NOT NULL, link TEXT NOT NULL, layer TEXT NOT NULL, mode TEXT NOT NULL,"
+    " records_per_msg INTEGER NOT NULL, payload_bytes INTEGER NOT NULL,"
+    " concurrency INTEGER NOT NULL DEFAULT 1, batch_bytes INTEGER,"
+    " record_bytes INTEGER NOT NULL, seconds REAL NOT NULL, messages INTEGER NOT NULL,"
+    " records INTEGER NOT NULL, bytes INTEGER NOT NULL, records_per_s REAL NOT NULL,"
+    " bytes_per_s REAL NOT NULL, link_share REAL, lat_p50_us REAL, lat_p99_us REAL,"
+    " lat_p999_us REAL, lost INTEGER NOT NULL DEFAULT 0);"
+    "INSERT INTO runs (started_at, finished_at, tern_version, config) VALUES"
+    " ('2026-01-01T00:00:00Z', '2026-01-01T00:01:00Z', '0.0.1', '{}'),"
+    " ('2026-01-02T00:00:00Z', NULL, '0.0.1', '{}');"
+    "INSERT INTO results (run_id, scenario, link, layer, mode, records_per_msg, payload_bytes,"
+    " record_bytes, seconds, messages, records, bytes, records_per_s, bytes_per_s)"
+    " VALUES (1, 'stream', 'lan', 'tcp', 'batched', 16, 1024, 64, 5, 10, 160, 10240, 32, 2048);"
+    "PRAGMA user_version = 1;";
+
+static char path[64];
+
+static int
+setup(void **state)
+{
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/tern-bench-store-XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0) {
+		return -1;
+	}
+	close(fd);
+	unlink(path);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	char p[80];
+
+	(void)state;
+	unlink(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	unlink(p);
+	return 0;
+}
+
+static int
+query_int(const char *sql)
+{
+	sqlite3 *db;
+	sqlite3_stmt *s;
+	int v = -12345;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		v = sqlite3_column_int(s, 0);
+	}
+	sqlite3_finalize(s);
+	sqlite3_close(db);
+	return v;
+}
+
+static void
+exec_sql(const char *sql)
+{
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+}
+
+static int
+has_column(const char *table, const char *column)
+{
+	char sql[200];
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM pragma_table_info('%s') WHERE name='%s'",
+	         table, column);
+	return query_int(sql);
+}
+
+static void
+creates_version_2(void **state)
+{
+	char err[256];
+	store *st;
+
+	(void)state;
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
+	assert_int_equal(store_schema_version(st), STORE_SCHEMA_VERSION);
+	store_close(st);
+	assert_int_equal(query_int("PRAGMA user_version"), 2);
+	assert_int_equal(has_column("runs", "status"), 1);
+	assert_int_equal(has_column("results", "failed"), 1);
+	assert_int_equal(has_column("results", "error"), 1);
+	assert_int_equal(has_column("results", "cpu_s_per_gb"), 1);
+	assert_int_equal(has_column("results", "lat_p999_us"), 1);
+	assert_int_equal(has_column("links", "bandwidth_Bps"), 1);
+	/* WAL mode is a property of the file: a reader sees it too. */
+	{
+		sqlite3 *db;
+		sqlite3_stmt *s;
+
+		assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+		assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL),
+		                 SQLITE_OK);
+		assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+		assert_string_equal((const char *)sqlite3_column_text(s, 0), "wal");
+		sqlite3_finalize(s);
+		sqlite3_close(db);
+	}
+	/* Opening again changes nothing. */
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
+	store_close(st);
+	assert_int_equal(query_int("PRAGMA user_version"), 2);
+}
+
+static void
+migrates_version_1(void **state)
+{
+	char err[256];
+	store *st;
+
+	(void)state;
+	exec_sql(schema_v1);
+	assert_int_equal(has_column("results", "failed"), 0);
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
+	store_close(st);
+	assert_int_equal(query_int("PRAGMA user_version"), 2);
+	assert_int_equal(has_column("runs", "status"), 1);
+	assert_int_equal(has_column("results", "failed"), 1);
+	assert_int_equal(has_column("results", "error"), 1);
+	assert_int_equal(has_column("results", "cpu_s_per_gb"), 1);
+	/* The old rows are kept, with the new columns filled sensibly. */
+	assert_int_equal(query_int("SELECT count(*) FROM results"), 1);
+	assert_int_equal(query_int("SELECT failed FROM results"), 0);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='finished'"), 1);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='interrupted'"), 1);
+}
+
+static void
+refuses_a_newer_version(void **state)
+{
+	char err[256];
+	store *st;
+
+	(void)state;
+	exec_sql("CREATE TABLE runs (id INTEGER PRIMARY KEY); PRAGMA user_version = 9;");
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "newer"));
+}
+
+static void
+writes_a_run(void **state)
+{
+	struct bench_link l = {
+	    .name = "wifi", .bandwidth_Bps = 12e6, .rtt_ms = 10, .emulated = true};
+	struct cell c = {.kind = SCEN_STREAM,
+	                 .link = &l,
+	                 .layer = &layer_tcp_ops,
+	                 .records_per_msg = 16,
+	                 .payload_bytes = 1024,
+	                 .concurrency = 1,
+	                 .duration = 1};
+	struct cell_result r;
+	struct run_info ri = {.tern_version = "0.1.0",
+	                      .host = "h",
+	                      .cpu = "c",
+	                      .cores = 2,
+	                      .note = "n",
+	                      .config_json = "{}"};
+	char err[256];
+	int64_t id;
+	store *st;
+
+	(void)state;
+	memset(&r, 0, sizeof(r));
+	r.seconds = 1;
+	r.records = r.messages = 100;
+	r.bytes = 6400;
+	r.records_per_s = 100;
+	r.bytes_per_s = 6400;
+	r.link_share = 6400 / 12e6;
+	r.lat_p50_us = r.lat_p99_us = r.lat_p999_us = r.spread = -1;
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
+	assert_int_equal(store_run_begin(st, &ri, &id, err, sizeof(err)), 0);
+	assert_int_equal(store_link(st, id, &l, err, sizeof(err)), 0);
+	assert_int_equal(store_result(st, id, &c, &r, err, sizeof(err)), 0);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='running' AND "
+	                           "finished_at IS NULL"),
+	                 1);
+	r.failed = true;
+	snprintf(r.error, sizeof(r.error), "sender 0: records 1 to 1 lost");
+	assert_int_equal(store_result(st, id, &c, &r, err, sizeof(err)), 0);
+	assert_int_equal(store_run_end(st, id, "failed", err, sizeof(err)), 0);
+	store_close(st);
+	assert_int_equal(query_int("SELECT count(*) FROM results WHERE record_bytes=64 AND "
+	                           "batch_bytes=65536 AND lat_p50_us IS NULL"),
+	                 2);
+	assert_int_equal(query_int("SELECT count(*) FROM results WHERE failed=1 AND error LIKE "
+	                           "'%lost%'"),
+	                 1);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='failed' AND "
+	                           "finished_at IS NOT NULL"),
+	                 1);
+	assert_int_equal(query_int("SELECT count(*) FROM links WHERE name='wifi' AND "
+	                           "bandwidth_Bps=12000000"),
+	                 1);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(creates_version_2, setup, teardown),
+	    cmocka_unit_test_setup_teardown(migrates_version_1, setup, teardown),
+	    cmocka_unit_test_setup_teardown(refuses_a_newer_version, setup, teardown),
+	    cmocka_unit_test_setup_teardown(writes_a_run, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("bench_store", tests, NULL, NULL);
+}
