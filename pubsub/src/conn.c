@@ -26,9 +26,10 @@
 #include "error.h"
 #include "node.h"
 
-#define OUT_INITIAL 65536
-#define IOV_BATCH   256
-#define BACKLOG_HDR 26 /* type|flags, header length, seq (8), total (8), len (8) */
+#define OUT_INITIAL  4096
+#define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
+#define IOV_BATCH    256
+#define BACKLOG_HDR  26 /* type|flags, header length, seq (8), total (8), len (8) */
 
 static void
 conn_epoll(struct conn *c, int op)
@@ -63,6 +64,8 @@ conn_new(struct tern_node *node, int fd, bool outbound, bool connecting, const c
 	if (rcap < 2ull * (node->cfg.chunk_bytes + WIRE_HDR_MAX)) {
 		rcap = 2ull * (node->cfg.chunk_bytes + WIRE_HDR_MAX);
 	}
+	c->rmax = rcap;
+	rcap = READ_INITIAL < rcap ? READ_INITIAL : rcap;
 	c->rbuf = malloc(rcap);
 	c->out = malloc(OUT_INITIAL);
 	if (c->rbuf == NULL || c->out == NULL) {
@@ -647,6 +650,13 @@ process(struct conn *c, struct inchan *in, int tf, size_t hlen, uint64_t seq, ui
 	f.total = total;
 	f.seq = seq;
 	if (in->stage == 0 && (f.flags & WIRE_FLAG_FIRST)) {
+		if (f.total > node->cfg.max_message_bytes) {
+			return tern__error(
+			    TERN_EMSGSIZE,
+			    "peer announced a %llu-byte message; max_message_bytes is %llu",
+			    (unsigned long long)f.total,
+			    (unsigned long long)node->cfg.max_message_bytes);
+		}
 		in->skip_chunks = route_is_duplicate(in, seq);
 	}
 	if (in->skip_chunks) {
@@ -950,6 +960,22 @@ parse(struct conn *c)
 	return 0;
 }
 
+/* A read that fills the buffer (a big frame, or a busy connection) doubles
+ * it, up to rmax: idle and misbehaving connections stay small. */
+static bool
+grow_rbuf(struct conn *c)
+{
+	size_t cap = c->rcap * 2 < c->rmax ? c->rcap * 2 : c->rmax;
+	uint8_t *p = realloc(c->rbuf, cap);
+
+	if (p == NULL) {
+		return false;
+	}
+	c->rbuf = p;
+	c->rcap = cap;
+	return true;
+}
+
 static void
 on_readable(struct conn *c)
 {
@@ -970,6 +996,7 @@ on_readable(struct conn *c)
 		}
 		c->rlen += (size_t)n;
 		c->last_rx_ms = node_now_ms();
+		bool filled = c->rlen == c->rcap;
 		int prc = parse(c);
 		flush_acks(c);
 		if (prc != 0) {
@@ -983,6 +1010,10 @@ on_readable(struct conn *c)
 				conn_flush(c);
 			}
 			conn_fail(c, tern_last_error());
+			return;
+		}
+		if (filled && c->rcap < c->rmax && !grow_rbuf(c)) {
+			conn_fail(c, "out of memory");
 			return;
 		}
 		if ((size_t)n < c->rcap / 2) {

@@ -163,7 +163,21 @@ endpoint_listen(const struct endpoint *ep, char *bound, size_t bound_len)
 		return tern__error(TERN_ESYS, "socket: %s", strerror(errno));
 	}
 	if (ep->unix_domain) {
-		/* a stale socket file from a previous run would make bind fail */
+		/* a socket file left by a process that is gone would make bind fail;
+		 * one that still answers belongs to a live process: leave it alone */
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&ss, len) == 0) {
+			close(probe);
+			close(fd);
+			return tern__error(
+			    TERN_EADDRINUSE,
+			    "cannot listen on unix://%s: another process is listening "
+			    "there",
+			    ep->host);
+		}
+		if (probe >= 0) {
+			close(probe);
+		}
 		unlink(ep->host);
 	} else {
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

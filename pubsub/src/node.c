@@ -9,6 +9,7 @@
  * an eventfd when they queue the first message after that.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +236,11 @@ conn_gone(struct tern_node *node, struct conn *c)
 	} else {
 		node_log(node, TERN_LOG_DEBUG, "connection %s closed: %s", c->endpoint, c->reason);
 	}
+	if (c->dialer != NULL && !c->got_hello && !c->dialer->failed_logged) {
+		node_log(node, TERN_LOG_WARN, "cannot connect to %s: %s (retrying)", c->endpoint,
+		         c->reason);
+		c->dialer->failed_logged = true;
+	}
 	if (c->dialer != NULL && !node->closing) {
 		dialer_lost(node, c->dialer, was_ready);
 		c->dialer = NULL;
@@ -250,6 +256,7 @@ static void
 reap_conns(struct tern_node *node)
 {
 	struct conn **pp = &node->conns;
+	bool freed = false;
 
 	while (*pp != NULL) {
 		struct conn *c = *pp;
@@ -266,6 +273,13 @@ reap_conns(struct tern_node *node)
 		}
 		*pp = c->next;
 		conn_free(c);
+		freed = true;
+	}
+	/* give memory freed by closed connections back to the system, so a burst
+	 * of bad peers does not leave the process large */
+	if (freed && node_now_ms() - node->last_trim_ms >= 1000) {
+		node->last_trim_ms = node_now_ms();
+		malloc_trim(0);
 	}
 }
 

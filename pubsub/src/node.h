@@ -173,7 +173,7 @@ struct conn {
 	uint32_t ndirty, dirty_cap;
 
 	uint8_t *rbuf;
-	size_t rlen, rcap;
+	size_t rlen, rcap, rmax;
 	bool got_preamble, got_hello;
 
 	_Atomic uint64_t batches, batch_bytes, batch_largest, messages_in, bytes_in;
@@ -243,8 +243,9 @@ struct tern_node {
 	struct tern_pub *pubs;
 	struct tern_sub *subs;
 	struct inchan *stalled;
-	bool subs_blocked;       /* a pull subscriber was full */
-	bool closing;            /* goodbye said: no more dialing */
+	bool subs_blocked; /* a pull subscriber was full */
+	bool closing;      /* goodbye said: no more dialing */
+	uint64_t last_trim_ms;
 	uint64_t delay_until_ns; /* a batch held for max_delay_us is due then (0: none) */
 	uint64_t next_sub_id, next_pub_id;
 	uint64_t window_init, window_max;
