@@ -344,49 +344,83 @@ gather(struct conn *c, struct batch *b)
 	c->rr = c->nout > 0 ? (c->rr + 1) % c->nout : 0;
 }
 
-/* The socket took `written` bytes of the batch: release them, and move
- * what it did not take to conn->out. */
+/*
+ * The socket took `written` of the taken bytes of a channel's range (which
+ * starts at the channel's first unsent byte). A frame cut in two must be
+ * finished before anything else is written, so its remainder moves to
+ * conn->out; whole frames the socket did not take stay in the ring, and
+ * their credit is given back. Returns the bytes the ring is done with.
+ */
+static size_t
+settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written)
+{
+	size_t base = oc->retain ? atomic_load(&oc->sent) : 0;
+	size_t end = 0;
+
+	if (written == taken) {
+		return taken;
+	}
+	while (written > 0 && end < written) { /* the end of the frame holding the cut */
+		uint8_t hdr[WIRE_HDR_MAX];
+		struct wire_frame f;
+		size_t hlen, n = taken - end < sizeof(hdr) ? taken - end : sizeof(hdr);
+
+		ring_peek(&oc->ring, base + end, hdr, n);
+		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
+			end = taken; /* cannot happen: rings hold frames this node encoded */
+			break;
+		}
+		end += hlen + (size_t)f.len;
+	}
+	if (end > written) {
+		if (!out_reserve(c, end - written)) {
+			atomic_store(&c->dead, 1);
+			snprintf(c->reason, sizeof(c->reason), "out of memory");
+			return end;
+		}
+		ring_peek(&oc->ring, base + written, c->out + c->out_len, end - written);
+		c->out_len += end - written;
+	}
+	atomic_fetch_add(&oc->credit, (int64_t)(taken - end));
+	return end;
+}
+
+/* The socket took `written` bytes of the batch: release them. */
 static void
 settle(struct conn *c, struct batch *b, size_t written)
 {
-	size_t out_done = 0;
+	size_t written_ch[64] = {0};
 
 	/* conn->out is the batch's first segment, if any; the rest are rings */
 	if (b->n > 0 && b->chan[0] == NULL) {
-		out_done = written < b->iov[0].iov_len ? written : b->iov[0].iov_len;
+		size_t out_done = written < b->iov[0].iov_len ? written : b->iov[0].iov_len;
 		memmove(c->out, c->out + out_done, c->out_len - out_done);
 		c->out_len -= out_done;
 		written -= out_done;
 	}
-	/* the unwritten tail of ring segments moves to conn->out; reserving the
-	 * whole batch once keeps this allocation-free after warm-up */
-	if (written < b->total - out_done && !out_reserve(c, b->total)) {
-		atomic_store(&c->dead, 1);
-		snprintf(c->reason, sizeof(c->reason), "out of memory");
-		return;
-	}
-	for (int i = 0; i < b->n; i++) {
-		size_t len = b->iov[i].iov_len;
-		size_t w = written < len ? written : len;
+	for (int i = 0; i < b->n && written > 0; i++) {
+		size_t w = written < b->iov[i].iov_len ? written : b->iov[i].iov_len;
 		if (b->chan[i] == NULL) {
 			continue;
 		}
-		written -= w;
-		if (w < len) {
-			memcpy(c->out + c->out_len, (uint8_t *)b->iov[i].iov_base + w, len - w);
-			c->out_len += len - w;
+		for (int k = 0; k < b->ntook; k++) {
+			if (b->took[k] == b->chan[i]) {
+				written_ch[k] += w;
+			}
 		}
+		written -= w;
 	}
 	for (int k = 0; k < b->ntook; k++) {
 		struct outchan *oc = b->took[k];
+		size_t done = settle_chan(c, oc, b->taken[k], written_ch[k]);
 		if (oc->retain) { /* kept until the peer reports it consumed */
-			atomic_store_explicit(&oc->sent, atomic_load(&oc->sent) + b->taken[k],
+			atomic_store_explicit(&oc->sent, atomic_load(&oc->sent) + done,
 			                      memory_order_relaxed);
 		} else {
-			ring_consume(&oc->ring, b->taken[k]);
+			ring_consume(&oc->ring, done);
 		}
-		if (b->took[k]->src->pub != NULL && atomic_load(&b->took[k]->src->pub->waiters)) {
-			pub_wake(b->took[k]->src->pub);
+		if (oc->src->pub != NULL && atomic_load(&oc->src->pub->waiters)) {
+			pub_wake(oc->src->pub);
 		}
 	}
 }
@@ -426,6 +460,7 @@ conn_flush_locked(struct conn *c)
 	atomic_store(&c->pending, 0);
 	for (;;) {
 		struct msghdr mh = {0};
+		tell_blocked(c); /* before gathering: it appends to conn->out */
 		gather(c, &b);
 		if (b.total == 0 && tell_blocked(c)) {
 			continue;

@@ -169,11 +169,10 @@ endpoint_listen(const struct endpoint *ep, char *bound, size_t bound_len)
 		if (probe >= 0 && connect(probe, (struct sockaddr *)&ss, len) == 0) {
 			close(probe);
 			close(fd);
-			return tern__error(
-			    TERN_EADDRINUSE,
-			    "cannot listen on unix://%s: another process is listening "
-			    "there",
-			    ep->host);
+			return tern__error(TERN_EADDRINUSE,
+			                   "cannot listen on unix://%s: address in use (another "
+			                   "process is listening there)",
+			                   ep->host);
 		}
 		if (probe >= 0) {
 			close(probe);

@@ -780,8 +780,18 @@ drain_done(struct tern_node *node, void *arg)
 {
 	(void)arg;
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
-		if (c->state == CONN_READY && (atomic_load(&c->pending) || c->out_len > 0)) {
+		if (c->state != CONN_READY) {
+			continue;
+		}
+		if (atomic_load(&c->pending) || c->out_len > 0) {
 			return 0;
+		}
+		/* reliable data is done when the peer has consumed it, not when it
+		 * is in the kernel: a slow link may still be carrying it */
+		for (int i = 0; i < c->nout; i++) {
+			if (ring_used(&c->outv[i]->ring) > 0) {
+				return 0;
+			}
 		}
 	}
 	return 1;
@@ -844,7 +854,9 @@ tern_node_close(tern_node *node)
 		nanosleep(&ts, NULL);
 	}
 	node_call(node, do_goodbye, NULL);
-	deadline = node_now_ms() + 2000;
+	/* what was sent is consumed by now: peers hang up as soon as the goodbye
+	 * reaches them, one round trip */
+	deadline = node_now_ms() + 3000;
 	while (node_call(node, all_closed, NULL) == 0 && node_now_ms() < deadline) {
 		struct timespec ts = {0, 1000000};
 		nanosleep(&ts, NULL);

@@ -51,8 +51,8 @@ outchan_grow(struct outchan *oc, size_t need, bool for_window)
 	/* Best effort drops rather than queues. And only a peer that stopped
 	 * granting credit makes the queue grow: a ring that fills because the
 	 * socket is momentarily slower than the publisher just pushes back. */
-	if (oc->src->reliability != TERN_RELIABLE ||
-	    (!for_window && !atomic_load(&oc->blocked_sent))) {
+	(void)for_window;
+	if (oc->src->reliability != TERN_RELIABLE) {
 		return false;
 	}
 	while (cap < used + need) {
