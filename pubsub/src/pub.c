@@ -474,15 +474,18 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 	return rc;
 }
 
+/* Nothing left to write (or, with consumed, nothing the peers have not
+ * consumed yet) on this publisher's live channels. */
 static bool
-pub_drained(struct tern_pub *pub)
+pub_drained(struct tern_pub *pub, bool consumed)
 {
 	bool empty = true;
 
 	pthread_mutex_lock(&pub->lock);
 	for (int k = 0; k < pub->src.nouts; k++) {
 		struct outchan *oc = pub->src.outs[k];
-		if (!atomic_load(&oc->conn->dead) && outchan_unsent(oc) > 0) {
+		size_t left = consumed ? ring_used(&oc->ring) : outchan_unsent(oc);
+		if (!atomic_load(&oc->conn->dead) && left > 0) {
 			empty = false;
 			if (!atomic_load(&oc->conn->pending)) {
 				atomic_store(&oc->conn->pending, 1);
@@ -493,12 +496,12 @@ pub_drained(struct tern_pub *pub)
 	return empty;
 }
 
-int
-tern_pub_flush(tern_pub *pub, int timeout_ms)
+static int
+pub_wait_drained(tern_pub *pub, int timeout_ms, bool consumed)
 {
 	uint64_t deadline = node_now_ms() + (uint64_t)(timeout_ms < 0 ? 86400000 : timeout_ms);
 
-	while (!pub_drained(pub)) {
+	while (!pub_drained(pub, consumed)) {
 		struct timespec ts = {0, 500000};
 		if (node_now_ms() >= deadline) {
 			return tern__error(TERN_ETIMEDOUT, "flush of '%s' timed out", pub->src.key);
@@ -507,6 +510,12 @@ tern_pub_flush(tern_pub *pub, int timeout_ms)
 		nanosleep(&ts, NULL);
 	}
 	return 0;
+}
+
+int
+tern_pub_flush(tern_pub *pub, int timeout_ms)
+{
+	return pub_wait_drained(pub, timeout_ms, false);
 }
 
 int
@@ -547,7 +556,9 @@ tern_pub_close(tern_pub *pub)
 	if (pub == NULL) {
 		return;
 	}
-	tern_pub_flush(pub, (int)pub->node->cfg.publish_timeout_ms);
+	/* what reliable channels still hold may be in flight on a slow link:
+	 * let the peers consume it before the channels go */
+	pub_wait_drained(pub, (int)pub->node->cfg.publish_timeout_ms, true);
 	node_call(pub->node, do_pub_close, pub);
 	pthread_mutex_destroy(&pub->lock);
 	pthread_mutex_destroy(&pub->wait_lock);
