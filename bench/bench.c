@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,20 @@
 #define EXIT_USAGE       2
 #define EXIT_INTERRUPTED 130
 #define MB               1e6
+
+/* Can the JSON report be written? Opened without truncating, so an
+ * existing file is kept until the run has something to put in it. */
+static bool
+out_writable(const char *path)
+{
+	FILE *f = fopen(path, "a");
+
+	if (f == NULL) {
+		return false;
+	}
+	fclose(f);
+	return true;
+}
 
 static const char usage[] =
     "usage: tern bench [OPTIONS]\n"
@@ -580,6 +595,12 @@ run_matrix(struct bench_run *run)
 	run->done = calloc(run->ncells, sizeof(*run->done));
 	if (run->results == NULL || run->done == NULL) {
 		fprintf(stderr, "tern bench: out of memory\n");
+		return EXIT_FAILED;
+	}
+	if (run->cfg.out != NULL && !out_writable(run->cfg.out)) {
+		/* found out now, not after the whole matrix has run */
+		fprintf(stderr, "tern bench: --out %s: cannot write the file: %s\n", run->cfg.out,
+		        strerror(errno));
 		return EXIT_FAILED;
 	}
 	if (store_open(&db, run->cfg.db, err, sizeof(err)) != 0) {

@@ -105,6 +105,7 @@ struct pub_run {
 	double first;
 	double next_due;
 	bool failed;
+	bool unreachable;
 };
 
 /* Wait for the start: a peer, then a subscriber that matches (bounded). */
@@ -114,6 +115,12 @@ wait_for_audience(struct pub_run *r)
 	double deadline = runtime_now() + r->opts->wait;
 	int rc = tern_node_wait_peers(r->node, 1, (int)(r->opts->wait * 1000));
 
+	if (rc != 0 && runtime_connect_error() != NULL) {
+		/* it dialed and nobody answered: publishing would go nowhere */
+		cli_error("pub", "%s (gave up after %g s)", runtime_connect_error(), r->opts->wait);
+		r->unreachable = true;
+		return;
+	}
 	if (rc != 0) {
 		runtime_log(TERN_LOG_WARN, "no peer after %g s; publishing anyway", r->opts->wait);
 		return;
@@ -369,6 +376,7 @@ pub_run(node_config *nc, const struct pub_opts *o)
 		nc->tern.reliability = TERN_BEST_EFFORT;
 	}
 	runtime_signals_init();
+	runtime_quiet_connect_errors();
 	status = runtime_open(nc, "pub", NULL, DEFAULT_CONNECT, &r.node);
 	if (status != EXIT_OK) {
 		return status;
@@ -381,6 +389,11 @@ pub_run(node_config *nc, const struct pub_opts *o)
 	}
 	runtime_signals_unblock();
 	wait_for_audience(&r);
+	if (r.unreachable) {
+		tern_pub_close(r.pub);
+		tern_node_close(r.node);
+		return EXIT_RUNTIME;
+	}
 	if (o->data != NULL || o->have_size) {
 		publish_fixed(&r);
 	} else {

@@ -275,6 +275,7 @@ sub_run(node_config *nc, const struct sub_opts *o)
 		}
 	}
 	runtime_signals_init();
+	runtime_quiet_connect_errors();
 	status = runtime_open(nc, "sub", NULL, DEFAULT_CONNECT, &r.node);
 	if (status != EXIT_OK) {
 		keystats_free(r.keys);
@@ -293,7 +294,10 @@ sub_run(node_config *nc, const struct sub_opts *o)
 	tern_sub_close(r.sub);
 	tern_node_close(r.node);
 	runtime_signals_block();
-	if (timed_out && o->count > 0 && r.messages < o->count) {
+	if (timed_out && r.messages == 0 && runtime_connect_error() != NULL) {
+		cli_error("sub", "%s (gave up after %g s)", runtime_connect_error(), o->timeout);
+		status = EXIT_RUNTIME;
+	} else if (timed_out && o->count > 0 && r.messages < o->count) {
 		cli_error("sub", "timed out after %g s with %llu of %llu messages", o->timeout,
 		          (unsigned long long)r.messages, (unsigned long long)o->count);
 		status = EXIT_RUNTIME;

@@ -2,6 +2,7 @@
  * main.c - the tern executable: dispatches to `tern node`, `tern pub`,
  * `tern sub`, `tern bench` and `tern dashboard`.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -71,8 +72,8 @@ run_dashboard(int argc, char **argv)
 #endif
 }
 
-int
-main(int argc, char **argv)
+static int
+dispatch(int argc, char **argv)
 {
 	const char *cmd;
 
@@ -106,4 +107,22 @@ main(int argc, char **argv)
 	}
 	fprintf(stderr, "tern: unknown command \"%s\" (see 'tern --help')\n", cmd);
 	return EXIT_USAGE;
+}
+
+int
+main(int argc, char **argv)
+{
+	int status = dispatch(argc, argv);
+
+	/* data that could not be written (a full disk, a closed pipe) is a
+	 * failure, not a success with nothing to show for it */
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		fprintf(stderr, "tern%s%s: cannot write to standard output: %s\n",
+		        argc > 1 ? " " : "", argc > 1 ? argv[1] : "",
+		        strerror(errno ? errno : EIO));
+		if (status == EXIT_OK) {
+			status = EXIT_RUNTIME;
+		}
+	}
+	return status;
 }

@@ -121,11 +121,51 @@ log_write(int level, const char *text, bool from_library)
 	}
 }
 
+static bool quiet_connect_errors;
+static char connect_error[512];
+
+/* "tern[id] warn: cannot connect to EP: why (retrying)" -> "cannot connect to EP: why" */
+static void
+remember_connect_error(const char *line)
+{
+	const char *p = strstr(line, "cannot connect to ");
+	const char *end = p != NULL ? strstr(p, " (retrying)") : NULL;
+	size_t n;
+
+	if (p == NULL) {
+		return;
+	}
+	n = end != NULL ? (size_t)(end - p) : strlen(p);
+	if (n >= sizeof(connect_error)) {
+		n = sizeof(connect_error) - 1;
+	}
+	memcpy(connect_error, p, n);
+	connect_error[n] = '\0';
+}
+
 static void
 on_library_log(void *arg, int level, const char *line)
 {
 	(void)arg;
+	if (strstr(line, "cannot connect to ") != NULL) {
+		remember_connect_error(line);
+		if (quiet_connect_errors) {
+			return; /* the command reports it once, when it gives up */
+		}
+	}
 	log_write(level, line, true);
+}
+
+void
+runtime_quiet_connect_errors(void)
+{
+	quiet_connect_errors = true;
+}
+
+const char *
+runtime_connect_error(void)
+{
+	return connect_error[0] ? connect_error : NULL;
 }
 
 void

@@ -39,6 +39,12 @@ void runtime_signals_block(void);
 /* Write one log line on stderr if level is enabled. */
 void runtime_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* pub and sub report an unreachable peer once, when they give up, instead of
+ * logging each retry; runtime_connect_error() is the last such failure
+ * ("cannot connect to EP: why"), or NULL. */
+void runtime_quiet_connect_errors(void);
+const char *runtime_connect_error(void);
+
 /*
  * Add the default endpoints when the config has none: default_listen when no
  * listen endpoint is set, default_connect when neither kind is (either may
