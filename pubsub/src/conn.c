@@ -243,8 +243,8 @@ frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t roo
 		struct wire_frame f;
 		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
 
-		ring_peek(r, base + off, hdr, n);
-		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
+		const uint8_t *h = ring_view(r, base + off, n, hdr);
+		if (wire_header_decode(h, n, UINT64_MAX, &f, &hlen) != 1) {
 			break;
 		}
 		size_t flen = hlen + (size_t)f.len;
@@ -365,8 +365,8 @@ settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written)
 		struct wire_frame f;
 		size_t hlen, n = taken - end < sizeof(hdr) ? taken - end : sizeof(hdr);
 
-		ring_peek(&oc->ring, base + end, hdr, n);
-		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
+		const uint8_t *h = ring_view(&oc->ring, base + end, n, hdr);
+		if (wire_header_decode(h, n, UINT64_MAX, &f, &hlen) != 1) {
 			end = taken; /* cannot happen: rings hold frames this node encoded */
 			break;
 		}

@@ -128,6 +128,18 @@ ring_peek(const struct ring *r, size_t off, void *out, size_t len)
 	}
 }
 
+const uint8_t *
+ring_view(const struct ring *r, size_t off, size_t n, uint8_t *tmp)
+{
+	size_t at = (atomic_load_explicit(&r->head, memory_order_relaxed) + off) & (r->cap - 1);
+
+	if (r->cap - at >= n) {
+		return r->buf + at;
+	}
+	ring_peek(r, off, tmp, n);
+	return tmp;
+}
+
 void
 ring_consume(struct ring *r, size_t n)
 {

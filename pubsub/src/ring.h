@@ -42,5 +42,8 @@ int ring_iov(const struct ring *r, size_t off, size_t len, struct iovec iov[2]);
 /* Copy len bytes from head + off into out. */
 void ring_peek(const struct ring *r, size_t off, void *out, size_t len);
 void ring_consume(struct ring *r, size_t n);
+/* n bytes at head + off: a pointer into the ring when they are contiguous
+ * (almost always), else copied to tmp. */
+const uint8_t *ring_view(const struct ring *r, size_t off, size_t n, uint8_t *tmp);
 
 #endif

@@ -507,8 +507,8 @@ route_release_acked(struct outchan *oc)
 		struct wire_frame f;
 		size_t hlen, n = sent < sizeof(hdr) ? sent : sizeof(hdr);
 
-		ring_peek(&oc->ring, 0, hdr, n);
-		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
+		const uint8_t *h = ring_view(&oc->ring, 0, n, hdr);
+		if (wire_header_decode(h, n, UINT64_MAX, &f, &hlen) != 1) {
 			break;
 		}
 		size_t flen = hlen + (size_t)f.len;
