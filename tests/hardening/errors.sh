@@ -120,7 +120,9 @@ port_in_use)
 	expect node_tcp 1 "tern node: .*127\\.0\\.0\\.1:$port.*in use" 10 -- "$TERN" node --listen "$ep"
 	expect pub_tcp 1 "tern pub: .*127\\.0\\.0\\.1:$port.*in use" 10 -- "$TERN" pub k --data x --listen "$ep"
 	expect sub_tcp 1 "tern sub: .*127\\.0\\.0\\.1:$port.*in use" 10 -- "$TERN" sub k --listen "$ep"
-	expect dashboard_tcp 1 "tern dashboard: .*127\\.0\\.0\\.1:$port" 10 -- "$TERN" dashboard --db "$TMP/none.db" --listen "127.0.0.1:$port"
+	# libwebsockets itself leaks a few bytes when its bind fails: not ours to fix
+	LSAN_OPTIONS="suppressions=$(dirname "$0")/../dashboard/lsan-lws.supp:print_suppressions=0" \
+		expect dashboard_tcp 1 "tern dashboard: .*127\\.0\\.0\\.1:$port" 10 -- "$TERN" dashboard --db "$TMP/none.db" --listen "127.0.0.1:$port"
 	# A Unix socket that a live node serves must not be taken over: the
 	# second node fails, and the first one still accepts connections.
 	expect node_unix 1 "tern node: .*held\\.sock.*in use" 10 -- "$TERN" node --listen "unix://$TMP/held.sock"
