@@ -38,6 +38,13 @@ hostport=${ep#tcp://}
 start sub1 120 sub 'good/**' --connect "$ep" --count "$TOTAL" --timeout $((SECONDS_OF_TRAFFIC + 25))
 start sub2 120 sub 'good/*' --connect "$ep" --count "$TOTAL" --timeout $((SECONDS_OF_TRAFFIC + 25))
 seq 1 "$TOTAL" >"$TMP/input"
+# both subscribers are known to the node before the stream starts, so each
+# is owed every message (one that joins later gets the stream from then on)
+end=$((SECONDS + 20))
+while [ "$(grep -c ': connected from ' "$TMP/node.err")" -lt 2 ]; do
+	[ $SECONDS -le $end ] || fail "the subscribers did not connect to the node"
+	sleep 0.05
+done
 start_stdin pub 120 "$TMP/input" pub good/data --connect "$ep" --rate "$RATE" --wait 10
 wait_lines sub1 "$RATE" 15
 wait_lines sub2 "$RATE" 15
