@@ -86,7 +86,7 @@ passed=0
 # every good message, in order, at each subscriber
 for s in sub1 sub2; do
 	if ! expected_lines good/data "$TOTAL" | cmp -s - "$TMP/$s.out"; then
-		bad "$s: not the whole stream 1..$TOTAL in order: $(lines "$s") lines, missed $(summary_field "$s" missed); its warnings: $(grep -m 3 warn "$TMP/$s.err" | sed 's/^.*warn: //')"
+		bad "$s: not the whole stream 1..$TOTAL in order: $(lines "$s") lines (first: $(head -n 1 "$TMP/$s.out" | cut -f 2), last: $(tail -n 1 "$TMP/$s.out" | cut -f 2)), missed $(summary_field "$s" missed); its warnings: $(grep -m 3 warn "$TMP/$s.err" | sed 's/^.*warn: //')"
 	fi
 done
 [ "$failed" -gt 0 ] || {
