@@ -55,6 +55,7 @@ struct outchan {
 	atomic_bool blocked_sent;          /* a BLOCKED report went out since the last credit */
 	uint64_t last_seq;                 /* producer side: the last sequence number queued */
 	_Atomic uint64_t starved_since_ms; /* since when data waits for credit, or 0 */
+	_Atomic uint64_t last_ack_ms;      /* when the peer last reported consuming */
 	bool want_blocked;                 /* flusher: data waits for credit, tell the peer */
 	bool open_sent;
 	/* Reliable channels keep written frames until the peer reports them

@@ -22,7 +22,7 @@
 #include "node.h"
 
 #define QUIET_NS      20000 /* a gap this long since the last direct write means low load */
-#define GROW_AFTER_MS 100   /* blocked on credit this long: queue instead of pushing back */
+#define GROW_AFTER_MS 300   /* no progress this long: queue instead of pushing back */
 
 void
 pub_wake(struct tern_pub *pub)
@@ -95,7 +95,11 @@ room_or_grow(struct outchan *oc, size_t len)
 	 * that granted nothing for a while (not a window still growing) is
 	 * queued for, too. */
 	bool kept_most = atomic_load(&oc->sent) > oc->ring.cap / 4 * 3;
-	bool stalled = starved != 0 && node_now_ms() - starved >= GROW_AFTER_MS;
+	/* stalled: out of credit, and nothing consumed for a while (a slow link
+	 * still reports progress every round trip; a stopped reader does not) */
+	uint64_t now = node_now_ms();
+	bool stalled = starved != 0 && now - starved >= GROW_AFTER_MS &&
+	               now - atomic_load(&oc->last_ack_ms) >= GROW_AFTER_MS;
 	return (kept_most || stalled) && outchan_grow(oc, len + frames * WIRE_HDR_MAX, kept_most);
 }
 

@@ -335,6 +335,9 @@ on_credit(struct conn *c, const struct ctl_msg *m)
 	if (m->u.credit.bytes > 0) {
 		atomic_store(&oc->starved_since_ms, 0);
 	}
+	if (m->u.credit.consumed > oc->acked || m->u.credit.bytes > 0) {
+		atomic_store(&oc->last_ack_ms, node_now_ms());
+	}
 	if (oc->retain && m->u.credit.consumed > oc->acked) {
 		pthread_mutex_lock(&c->wlock);
 		oc->acked = m->u.credit.consumed;
@@ -415,6 +418,7 @@ route_outchan_new(struct conn *c, struct src *s)
 	oc->id = c->next_chan++;
 	atomic_init(&oc->credit, (int64_t)c->peer_window);
 	atomic_init(&oc->sent, 0);
+	atomic_init(&oc->last_ack_ms, node_now_ms());
 	oc->retain = s->reliability == TERN_RELIABLE;
 	oc->head_seq = 1;
 	atomic_fetch_add(&c->ring_bytes, oc->ring.cap);
