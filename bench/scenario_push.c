@@ -160,11 +160,10 @@ sender_main(void *arg)
 			break;
 		}
 	}
-	if (rc == 0) {
-		rc = ops->client_flush(sa->client, true);
-	}
 	if (rc != 0) {
 		result_fail(st->res, "sender %u: send failed (%d)", sa->index, rc);
+	} else if ((rc = ops->client_flush(sa->client, true)) != 0) {
+		result_fail(st->res, "sender %u: final flush failed (%d)", sa->index, rc);
 	}
 	st->sent[sa->index] = seq;
 	free(buf);
