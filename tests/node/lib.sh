@@ -57,11 +57,20 @@ start_stdin() {
 	printf -v "${name}_pid" '%s' "$pid"
 }
 
-# tern_pid NAME: the pid of tern itself (the child of its timeout).
+# tern_pid NAME: the pid of tern itself (the child of its timeout). Waits up
+# to 5 s for timeout to have started it: on a loaded machine it may not yet.
 tern_pid() {
-	local tpid
+	local tpid pid i
 	tpid="${1}_pid"
-	pgrep -P "${!tpid}" | head -n 1
+	for i in $(seq 1 100); do
+		pid=$(pgrep -P "${!tpid}" | head -n 1)
+		if [ -n "$pid" ]; then
+			echo "$pid"
+			return 0
+		fi
+		sleep 0.05
+	done
+	return 1
 }
 
 # wait_for FILE REGEX SECONDS: until a line of FILE matches (grep -E).
