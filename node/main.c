@@ -1,8 +1,8 @@
 /*
- * main.c - the tern executable: dispatches to `tern node`, `tern pub`,
- * `tern sub`, `tern bench` and `tern dashboard`.
+ * main.c - the tern executable: dispatches to `tern node`, `tern pub` and
+ * `tern sub`, and execs the helpers tern-bench and tern-dashboard for
+ * `tern bench` and `tern dashboard` (helper.h says why they are apart).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,13 +10,8 @@
 
 #include "cli.h"
 #include "commands.h"
-
-#ifdef TERN_HAVE_BENCH
-#include "bench/bench.h"
-#endif
-#ifdef TERN_HAVE_DASHBOARD
-#include "dashboard/dashboard.h"
-#endif
+#include "finish.h"
+#include "helper.h"
 
 static const char usage[] =
     "usage: tern COMMAND [OPTIONS]\n"
@@ -37,40 +32,6 @@ static const char usage[] =
     "\n"
     "Quick start, in three terminals: 'tern node', 'tern sub \"demo/**\"',\n"
     "'tern pub demo/hello --data hello'. The config file is described in docs/CONFIG.md.\n";
-
-#if !defined(TERN_HAVE_BENCH) || !defined(TERN_HAVE_DASHBOARD)
-static int
-not_built(const char *what)
-{
-	fprintf(stderr, "tern %s: not built (this tern was built without %s support)\n", what,
-	        what);
-	return EXIT_RUNTIME;
-}
-#endif
-
-static int
-run_bench(int argc, char **argv)
-{
-#ifdef TERN_HAVE_BENCH
-	return bench_main(argc, argv);
-#else
-	(void)argc;
-	(void)argv;
-	return not_built("bench");
-#endif
-}
-
-static int
-run_dashboard(int argc, char **argv)
-{
-#ifdef TERN_HAVE_DASHBOARD
-	return dashboard_main(argc, argv);
-#else
-	(void)argc;
-	(void)argv;
-	return not_built("dashboard");
-#endif
-}
 
 static int
 dispatch(int argc, char **argv)
@@ -100,10 +61,10 @@ dispatch(int argc, char **argv)
 		return cmd_sub(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "bench") == 0) {
-		return run_bench(argc - 1, argv + 1);
+		return helper_run("bench", argv + 1);
 	}
 	if (strcmp(cmd, "dashboard") == 0) {
-		return run_dashboard(argc - 1, argv + 1);
+		return helper_run("dashboard", argv + 1);
 	}
 	fprintf(stderr, "tern: unknown command \"%s\" (see 'tern --help')\n", cmd);
 	return EXIT_USAGE;
@@ -112,17 +73,5 @@ dispatch(int argc, char **argv)
 int
 main(int argc, char **argv)
 {
-	int status = dispatch(argc, argv);
-
-	/* data that could not be written (a full disk, a closed pipe) is a
-	 * failure, not a success with nothing to show for it */
-	if (fflush(stdout) == EOF || ferror(stdout)) {
-		fprintf(stderr, "tern%s%s: cannot write to standard output: %s\n",
-		        argc > 1 ? " " : "", argc > 1 ? argv[1] : "",
-		        strerror(errno ? errno : EIO));
-		if (status == EXIT_OK) {
-			status = EXIT_RUNTIME;
-		}
-	}
-	return status;
+	return finish_stdout(argc > 1 ? argv[1] : NULL, dispatch(argc, argv));
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # cmake --install puts libtern, tern/tern.h and tern.pc in a prefix, and a
-# program builds against them with nothing but pkg-config.
+# program builds against them with nothing but pkg-config. The installed tern
+# finds its helper tern-bench in the prefix it was installed to, and does not
+# itself load the libraries only the helpers need.
 set -euo pipefail
 build=$1; src=$2; cflags=${3:-}
 prefix=$(mktemp -d)
@@ -15,3 +17,16 @@ out=$(LD_LIBRARY_PATH="$prefix/lib:$(dirname "$pc")/.." "$prefix/sub" --listen "
 echo "$out"
 grep -q "listening on unix://$prefix/s.sock" <<<"$out"
 echo "installed library builds and runs"
+tern=$(find "$prefix" -type f -path '*/bin/tern' | head -1)
+test -n "$tern" || { echo "tern was not installed"; exit 1; }
+if find "$prefix" -path '*/bin/tern-*' | grep .; then
+	echo "the helpers belong in libexec/tern, not beside tern"
+	exit 1
+fi
+help=$("$tern" bench --help) || { echo "installed 'tern bench --help' failed"; exit 1; }
+grep -q '^usage: tern bench' <<<"$help" || { echo "installed 'tern bench --help': $help"; exit 1; }
+if ldd "$tern" | grep -E 'libwebsockets|libsqlite3|libssl|libcrypto'; then
+	echo "tern links a library that only tern bench or tern dashboard needs"
+	exit 1
+fi
+echo "installed tern runs tern bench from its prefix"
