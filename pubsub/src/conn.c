@@ -46,6 +46,7 @@ conn_epoll(struct conn *c, int op)
 void
 conn_set_epollout(struct conn *c, bool on)
 {
+	atomic_store_explicit(&c->choked, on, memory_order_relaxed);
 	if (c->epollout != on && c->state != CONN_DEAD) {
 		c->epollout = on;
 		conn_epoll(c, EPOLL_CTL_MOD);
@@ -244,7 +245,7 @@ frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t roo
 		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
 
 		const uint8_t *h = ring_view(r, base + off, n, hdr);
-		if (wire_header_decode(h, n, UINT64_MAX, &f, &hlen) != 1) {
+		if (wire_header_decode_fast(h, n, UINT64_MAX, &f, &hlen) != 1) {
 			break;
 		}
 		size_t flen = hlen + (size_t)f.len;
@@ -366,7 +367,7 @@ settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written)
 		size_t hlen, n = taken - end < sizeof(hdr) ? taken - end : sizeof(hdr);
 
 		const uint8_t *h = ring_view(&oc->ring, base + end, n, hdr);
-		if (wire_header_decode(h, n, UINT64_MAX, &f, &hlen) != 1) {
+		if (wire_header_decode_fast(h, n, UINT64_MAX, &f, &hlen) != 1) {
 			end = taken; /* cannot happen: rings hold frames this node encoded */
 			break;
 		}
@@ -634,9 +635,13 @@ backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total
 {
 	size_t need = in->blen + BACKLOG_HDR + len;
 
-	if (in->boff > 0 && in->boff == in->blen) {
-		in->boff = in->blen = 0;
-		need = BACKLOG_HDR + len;
+	if (in->boff > 0 && need > in->bcap) {
+		/* delivered frames at the front make room: a backlog that never
+		 * empties (a subscriber always a little behind) must not grow */
+		memmove(in->backlog, in->backlog + in->boff, in->blen - in->boff);
+		in->blen -= in->boff;
+		in->boff = 0;
+		need = in->blen + BACKLOG_HDR + len;
 	}
 	if (need > in->bcap) {
 		size_t cap = in->bcap ? in->bcap : 65536;
@@ -970,7 +975,7 @@ parse(struct conn *c)
 		uint64_t max =
 		    c->node->cfg.chunk_bytes > CTL_MSG_MAX ? c->node->cfg.chunk_bytes : CTL_MSG_MAX;
 
-		rc = wire_header_decode(c->rbuf + pos, c->rlen - pos, max, &f, &hlen);
+		rc = wire_header_decode_fast(c->rbuf + pos, c->rlen - pos, max, &f, &hlen);
 		if (rc < 0) {
 			return tern__error(rc, "bad frame header from %s", c->endpoint);
 		}
@@ -979,6 +984,9 @@ parse(struct conn *c)
 		}
 		const uint8_t *payload = c->rbuf + pos + hlen;
 		if (f.type == WIRE_CONTROL) {
+			/* control messages may take a publisher's lock, which comes
+			 * before a subscriber queue's in the lock order */
+			sub_release_all(c->node);
 			rc = on_control(c, payload, (size_t)f.len);
 		} else if (!c->got_hello) {
 			rc = tern__error(TERN_EPROTO, "data before the handshake");

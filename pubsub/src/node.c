@@ -71,6 +71,15 @@ node_now_ms(void)
 	return node_now_ns() / 1000000ull;
 }
 
+uint64_t
+node_deadline(struct tern_node *node, uint64_t *deadline)
+{
+	if (*deadline == 0) {
+		*deadline = node_now_ms() + node->cfg.publish_timeout_ms;
+	}
+	return *deadline;
+}
+
 void
 node_log(struct tern_node *node, int level, const char *fmt, ...)
 {
@@ -442,14 +451,65 @@ poll_events(struct tern_node *node, int timeout_ms)
 	return n;
 }
 
+/*
+ * Spinning after traffic saves a wake-up per burst, but only pays while a
+ * core is free for it: on a machine with few cores, or a process with many
+ * nodes (a benchmark's hundred senders), spinning threads would take the
+ * CPU from the threads that do the work. So at most one I/O thread per
+ * spare core spins at a time, process-wide; the others sleep at once.
+ */
+static atomic_int spinners;
+
+static bool
+spin_slot_take(void)
+{
+	static int max;
+
+	if (max == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		max = n > 2 ? (int)n - 1 : 1;
+	}
+	if (atomic_fetch_add(&spinners, 1) < max) {
+		return true;
+	}
+	atomic_fetch_sub(&spinners, 1);
+	return false;
+}
+
+static void
+spin_slot_give(bool *have)
+{
+	if (*have) {
+		atomic_fetch_sub(&spinners, 1);
+		*have = false;
+	}
+}
+
+/* Sleep until an event, a wake-up or the next timer tick. */
+static void
+io_sleep(struct tern_node *node)
+{
+	/* Announce it, then look once more for work queued before the
+	 * announcement became visible to publishers. */
+	atomic_store(&node->sleeping, 1);
+	pthread_mutex_lock(&node->lock);
+	bool calls = node->calls != NULL;
+	pthread_mutex_unlock(&node->lock);
+	if (!anything_pending(node) && !calls) {
+		poll_events(node, 10);
+		sub_release_all(node);
+	}
+	atomic_store(&node->sleeping, 0);
+}
+
 static void *
 io_main(void *arg)
 {
 	struct tern_node *node = arg;
 	uint64_t last_busy = node_now_ns();
 	uint64_t last_timers = 0;
-
 	unsigned idle_rounds = 0;
+	bool spinning = false;
 
 	while (!atomic_load(&node->stop)) {
 		bool busy = false;
@@ -466,9 +526,11 @@ io_main(void *arg)
 		}
 		run_calls(node);
 		busy |= poll_events(node, 0) > 0;
+		sub_release_all(node);
 		busy |= flush_all(node);
 		if (node->stalled != NULL) {
 			busy |= retry_stalled(node);
+			sub_release_all(node);
 		}
 		reap_conns(node);
 		now = node_now_ns();
@@ -481,10 +543,11 @@ io_main(void *arg)
 			idle_rounds = 0;
 			continue;
 		}
-		if (now - last_busy < SPIN_NS) {
+		if (now - last_busy < SPIN_NS && (spinning || (spinning = spin_slot_take()))) {
 			idle_rounds++;
 			continue;
 		}
+		spin_slot_give(&spinning);
 		idle_rounds = 0;
 		if (node->delay_until_ns != 0) {
 			/* a held batch is due soon: wait for it without sleeping long */
@@ -492,24 +555,15 @@ io_main(void *arg)
 			node->delay_until_ns = 0;
 			if (left > 2000000) {
 				poll_events(node, (int)(left / 1000000) - 1);
+				sub_release_all(node);
 			}
 			continue;
 		}
-		/* Going to sleep: announce it, then look once more for work queued
-		 * before the announcement became visible to publishers. */
-		atomic_store(&node->sleeping, 1);
-		pthread_mutex_lock(&node->lock);
-		bool calls = node->calls != NULL;
-		pthread_mutex_unlock(&node->lock);
-		if (anything_pending(node) || calls) {
-			atomic_store(&node->sleeping, 0);
-			continue;
-		}
-		poll_events(node, 10);
-		atomic_store(&node->sleeping, 0);
+		io_sleep(node);
 		last_busy = node_now_ns();
 		last_busy -= SPIN_NS; /* a timer tick is not traffic: sleep again soon */
 	}
+	spin_slot_give(&spinning);
 	return NULL;
 }
 
@@ -884,5 +938,6 @@ tern_node_close(tern_node *node)
 	close(node->wakefd);
 	pthread_mutex_destroy(&node->lock);
 	pthread_cond_destroy(&node->cond);
+	free(node->held);
 	free(node);
 }

@@ -64,10 +64,8 @@ struct outchan {
 	 * are written; the rest waits for the socket. */
 	bool retain;
 	_Atomic size_t sent;
-	uint64_t acked;    /* bytes the peer reported consumed */
-	uint64_t freed;    /* bytes released from the ring: whole messages only */
-	uint64_t head_seq; /* sequence number of the message at the head (or next) */
-	bool head_mid;     /* the head is inside a message whose first chunk is gone */
+	uint64_t acked; /* bytes the peer reported consumed */
+	uint64_t freed; /* bytes released from the ring: whole frames */
 	uint64_t messages, bytes, dropped;
 };
 
@@ -88,6 +86,7 @@ struct src {
 	char *key;
 	size_t key_len;
 	char *publisher;
+	size_t publisher_len;
 	uint64_t instance;
 	int reliability;
 	struct tern_pub *pub; /* local publisher, or NULL */
@@ -157,8 +156,9 @@ struct conn {
 	uint8_t *out;
 	size_t out_len, out_cap;
 	bool epollout;
-	atomic_int dead; /* set first when the connection fails */
-	atomic_int kill; /* a publisher asks the I/O thread to drop it */
+	atomic_bool choked; /* the socket took less than offered: wait for EPOLLOUT */
+	atomic_int dead;    /* set first when the connection fails */
+	atomic_int kill;    /* a publisher asks the I/O thread to drop it */
 	char kill_reason[200];
 	_Atomic uint64_t ring_bytes;       /* capacity of this connection's send rings */
 	atomic_int pending;                /* rings may hold data */
@@ -244,6 +244,8 @@ struct tern_node {
 	struct tern_pub *pubs;
 	struct tern_sub *subs;
 	struct inchan *stalled;
+	struct tern_sub **held; /* pull subscribers whose push_lock this thread holds */
+	int nheld, nheld_cap, nsubs;
 	bool subs_blocked; /* a pull subscriber was full */
 	bool closing;      /* goodbye said: no more dialing */
 	uint64_t last_trim_ms;
@@ -282,8 +284,7 @@ struct tern_sub {
 	atomic_bool stalled; /* the I/O thread is waiting for room */
 	size_t consume_next; /* bytes of the entry handed out by the last recv */
 	void *heap;          /* the large message handed out by the last recv */
-	uint8_t *scratch;
-	size_t scratch_cap;
+	bool held;           /* the I/O thread holds push_lock until the read is parsed */
 	_Atomic uint64_t messages, bytes, missed;
 	struct tern_sub *next;
 };
@@ -303,6 +304,9 @@ int node_call(struct tern_node *node, int (*fn)(struct tern_node *, void *), voi
 void node_wake(struct tern_node *node);
 uint64_t node_now_ms(void);
 uint64_t node_now_ns(void);
+/* A publication's deadline, publish_timeout_ms from its first wait: *deadline
+ * is 0 until then, so a publication that never waits never reads the clock. */
+uint64_t node_deadline(struct tern_node *node, uint64_t *deadline);
 void node_log(struct tern_node *node, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void node_peer_ready(struct tern_node *node, struct conn *c);
@@ -360,15 +364,25 @@ bool route_parked_room(struct src *s, size_t len, uint64_t budget);
 void pub_wake(struct tern_pub *pub);
 /* Queue or write one message on an outchan; used by publishers and forwarding. */
 int outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
-                 struct tern_pub *pub, uint64_t deadline_ms);
+                 struct tern_pub *pub, uint64_t *deadline_ms);
 int outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload);
 bool outchan_has_room(struct outchan *oc, size_t len);
 
 /* sub.c */
 size_t sub_entry_size(const struct src *s, size_t len, bool heap);
-bool sub_has_room(struct tern_sub *sub, size_t entry);
+/* I/O thread: is there room for an entry? Takes the queue's lock, which it
+ * keeps until sub_release_all (called once a read is parsed, and before
+ * anything that takes a publisher's lock). */
+bool sub_reserve(struct tern_sub *sub, size_t entry);
+void sub_release_all(struct tern_node *node);
+/* I/O thread, after sub_reserve said yes. */
 void sub_push(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
               size_t len, uint8_t *heap);
+/* A publisher of this node: queue a copy, waiting for room until the
+ * publication's deadline (NULL: do not wait). 0, TERN_ETIMEDOUT, TERN_EAGAIN
+ * or TERN_ENOMEM. */
+int sub_push_local(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
+                   size_t len, uint64_t *deadline_ms);
 void sub_call(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
               size_t len);
 

@@ -78,7 +78,7 @@ outchan_has_room(struct outchan *oc, size_t len)
 	size_t frames = len / (oc->conn->frame_max ? oc->conn->frame_max : 1) + 1;
 	size_t need = len + frames * WIRE_HDR_MAX;
 
-	return ring_space(&oc->ring) >= need;
+	return ring_has_space(&oc->ring, need);
 }
 
 static bool
@@ -103,6 +103,29 @@ room_or_grow(struct outchan *oc, size_t len)
 	return (kept_most || stalled) && outchan_grow(oc, len + frames * WIRE_HDR_MAX, kept_most);
 }
 
+/* Write from the publishing thread, unless another thread is writing or the
+ * socket is full (the I/O thread writes when it drains: trying again here
+ * for every message would be a failed system call each time). */
+static void
+flush_now(struct conn *c)
+{
+	if (atomic_load_explicit(&c->choked, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&c->wlock) != 0) {
+		return;
+	}
+	conn_flush_locked(c);
+	pthread_mutex_unlock(&c->wlock);
+}
+
+/*
+ * After a frame was queued: see that it gets written. A full batch is
+ * written by the publishing thread itself, as a plain TCP sender would, so
+ * a busy stream needs neither the I/O thread nor a wake-up; a partial batch
+ * is left to the I/O thread, which writes it as soon as it looks (it keeps
+ * looking for a while after traffic), or, when the connection has been
+ * quiet and the I/O thread sleeps, written from here at once, so that
+ * batching adds no latency at low load.
+ */
 static void
 kick(struct outchan *oc)
 {
@@ -110,9 +133,11 @@ kick(struct outchan *oc)
 	struct tern_node *node = c->node;
 
 	if (c->low_latency) {
-		pthread_mutex_lock(&c->wlock);
-		conn_flush_locked(c);
-		pthread_mutex_unlock(&c->wlock);
+		if (!atomic_load_explicit(&c->choked, memory_order_relaxed)) {
+			pthread_mutex_lock(&c->wlock);
+			conn_flush_locked(c);
+			pthread_mutex_unlock(&c->wlock);
+		}
 		return;
 	}
 	if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
@@ -121,7 +146,14 @@ kick(struct outchan *oc)
 		}
 		atomic_store(&c->pending, 1);
 	}
-	if (pthread_equal(pthread_self(), node->thread) || !atomic_load(&node->sleeping)) {
+	if (pthread_equal(pthread_self(), node->thread)) {
+		return;
+	}
+	if (outchan_unsent(oc) >= c->batch_max) {
+		flush_now(c);
+		return;
+	}
+	if (!atomic_load(&node->sleeping)) {
 		return;
 	}
 	if (node->cfg.batch_max_delay_us > 0) {
@@ -145,12 +177,29 @@ kick(struct outchan *oc)
 	}
 }
 
+/* A publishing thread writes a batch that is full before adding a frame
+ * that would not fit in it: the batch then ends on a frame boundary, and
+ * the writer takes it whole, without looking for one. */
+static void
+write_full_batch(struct outchan *oc, size_t frame)
+{
+	struct conn *c = oc->conn;
+	size_t unsent = outchan_unsent(oc);
+
+	if (unsent == 0 || unsent + frame <= c->batch_max || c->low_latency ||
+	    pthread_equal(pthread_self(), c->node->thread)) {
+		return;
+	}
+	flush_now(c);
+}
+
 int
 outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload)
 {
 	uint8_t hdr[WIRE_HDR_MAX];
 	size_t hlen = wire_header_encode(hdr, f);
 
+	write_full_batch(oc, hlen + (size_t)f->len);
 	ring_put(&oc->ring, hdr, hlen, payload, (size_t)f->len);
 	kick(oc);
 	return 0;
@@ -163,7 +212,7 @@ outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t 
  * leaf: growing the ring takes conn->wlock, so it happens outside it.
  */
 static bool
-wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadline_ms)
+wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t *deadline_ms)
 {
 	struct timespec ts;
 	bool room;
@@ -171,7 +220,8 @@ wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t deadlin
 	atomic_fetch_add(&pub->waiters, 1);
 	while (!(room = room_or_grow(oc, len))) {
 		if (atomic_load(&oc->detached) || atomic_load(&oc->conn->dead) ||
-		    atomic_load(&oc->conn->kill) || node_now_ms() >= deadline_ms) {
+		    atomic_load(&oc->conn->kill) ||
+		    node_now_ms() >= node_deadline(pub->node, deadline_ms)) {
 			break;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -206,16 +256,20 @@ refused(struct outchan *oc, bool may_wait)
 /*
  * One message on one outchan: a data frame, or chunks for a message larger
  * than a frame. may_wait: reliable publishers wait for room until
- * deadline_ms; otherwise a full channel drops the message.
+ * *deadline_ms (see node_deadline); otherwise a full channel drops the message.
  */
 int
 outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
-             struct tern_pub *pub, uint64_t deadline_ms)
+             struct tern_pub *pub, uint64_t *deadline_ms)
 {
 	struct wire_frame f = {.type = WIRE_DATA, .channel = oc->id};
 	size_t fmax = oc->conn->frame_max;
 	size_t off = 0;
+	uint64_t own_deadline = 0;
 
+	if (deadline_ms == NULL) {
+		deadline_ms = &own_deadline;
+	}
 	if (seq != oc->last_seq + 1) {
 		f.flags = WIRE_FLAG_SEQ;
 		f.seq = seq;
@@ -245,10 +299,11 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 			return refused(oc, may_wait);
 		}
 		outchan_put_frame(oc, &f, data + off);
+		/* the receiver numbers a message by its first chunk */
+		oc->last_seq = seq;
 		f.flags &= ~WIRE_FLAG_SEQ;
 		off += n;
 	}
-	oc->last_seq = seq;
 	oc->messages++;
 	oc->bytes += len;
 	return 0;
@@ -262,6 +317,7 @@ do_pub_open(struct tern_node *node, void *arg)
 	pub->id = node->next_pub_id++;
 	snprintf(pub->src.publisher, CTL_ID_MAX + 24, "%s/%llu", node->id,
 	         (unsigned long long)pub->id);
+	pub->src.publisher_len = strlen(pub->src.publisher);
 	pub->next = node->pubs;
 	node->pubs = pub;
 	route_recompute(node);
@@ -306,12 +362,10 @@ tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliability)
 }
 
 static int
-publish_local(struct tern_pub *pub, const uint8_t *data, size_t len, uint64_t deadline_ms)
+publish_local(struct tern_pub *pub, const uint8_t *data, size_t len, uint64_t *deadline_ms)
 {
 	struct src *s = &pub->src;
 	bool reliable = s->reliability == TERN_RELIABLE;
-	bool big = len > 65536;
-	size_t entry = sub_entry_size(s, len, big);
 	int rc = 0;
 
 	for (int k = 0; k < s->nsubs; k++) {
@@ -320,23 +374,10 @@ publish_local(struct tern_pub *pub, const uint8_t *data, size_t len, uint64_t de
 			sub_call(sub, s, pub->seq, data, len);
 			continue;
 		}
-		while (!sub_has_room(sub, entry) && reliable && node_now_ms() < deadline_ms) {
-			struct timespec ts = {0, 200000};
-			nanosleep(&ts, NULL);
+		int r = sub_push_local(sub, s, pub->seq, data, len, reliable ? deadline_ms : NULL);
+		if (r != 0) {
+			rc = r;
 		}
-		if (!sub_has_room(sub, entry)) {
-			rc = reliable ? TERN_ETIMEDOUT : TERN_EAGAIN;
-			continue;
-		}
-		uint8_t *heap = NULL;
-		if (big && (heap = malloc(len)) != NULL) {
-			memcpy(heap, data, len);
-		}
-		if (big && heap == NULL) {
-			rc = TERN_ENOMEM;
-			continue;
-		}
-		sub_push(sub, s, pub->seq, data, len, heap);
 	}
 	return rc;
 }
@@ -362,7 +403,7 @@ note_dying(struct dying *d, struct outchan *oc)
  * channels aside for a resume, then add this publication to what it kept. */
 static void
 keep_for_dying(struct tern_pub *pub, struct dying *d, const uint8_t *data, size_t len,
-               uint64_t deadline)
+               uint64_t *deadline)
 {
 	for (;;) {
 		bool gone = true;
@@ -371,7 +412,7 @@ keep_for_dying(struct tern_pub *pub, struct dying *d, const uint8_t *data, size_
 				gone &= pub->src.outs[k] != d->oc[i];
 			}
 		}
-		if (gone || node_now_ms() >= deadline) {
+		if (gone || node_now_ms() >= node_deadline(pub->node, deadline)) {
 			break;
 		}
 		struct timespec ts = {0, 500000};
@@ -415,12 +456,9 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		    TERN_EMSGSIZE, "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)",
 		    len, pub->src.key, (unsigned long long)node->cfg.max_message_bytes);
 	}
-	if (pub->src.reliability == TERN_RELIABLE) {
-		deadline = node_now_ms() + node->cfg.publish_timeout_ms;
-	}
 	pthread_mutex_lock(&pub->lock);
 	while (pub->src.reliability == TERN_RELIABLE && peer_away_full(pub, len) &&
-	       node_now_ms() < deadline) {
+	       node_now_ms() < node_deadline(node, &deadline)) {
 		/* a peer is reconnecting and its queue is full: wait for it to come
 		 * back (or be given up on) without holding the route */
 		struct timespec ts = {0, 1000000};
@@ -429,7 +467,7 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		pthread_mutex_lock(&pub->lock);
 	}
 	pub->seq++;
-	if (pub->src.nsubs > 0 && (r = publish_local(pub, data, len, deadline)) != 0) {
+	if (pub->src.nsubs > 0 && (r = publish_local(pub, data, len, &deadline)) != 0) {
 		rc = r;
 	}
 	if (pub->src.parked != NULL) {
@@ -439,7 +477,7 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		struct outchan *oc = pub->src.outs[k];
 		if (atomic_load(&oc->conn->dead) || atomic_load(&oc->conn->kill)) {
 			if (oc->retain && !atomic_load(&oc->conn->kill) &&
-			    outchan_send(oc, pub->seq, data, len, false, pub, 0) != 0) {
+			    outchan_send(oc, pub->seq, data, len, false, pub, NULL) != 0) {
 				note_dying(&dying, oc); /* lost, not yet reaped, and full */
 			}
 			continue;
@@ -451,7 +489,7 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 			continue;
 		}
 		r = outchan_send(oc, pub->seq, data, len, pub->src.reliability == TERN_RELIABLE,
-		                 pub, deadline);
+		                 pub, &deadline);
 		if (r == TERN_ECLOSED && oc->retain && atomic_load(&oc->conn->dead) &&
 		    !atomic_load(&oc->conn->kill)) {
 			note_dying(&dying, oc); /* the connection broke while we waited */
@@ -460,7 +498,7 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 		}
 	}
 	if (dying.n > 0) {
-		keep_for_dying(pub, &dying, data, len, deadline);
+		keep_for_dying(pub, &dying, data, len, &deadline);
 	}
 	if (rc == TERN_EAGAIN) {
 		COUNT(pub->dropped, 1);

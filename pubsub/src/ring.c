@@ -23,6 +23,7 @@ ring_init(struct ring *r, size_t min_cap)
 	r->cap = cap;
 	atomic_init(&r->head, 0);
 	atomic_init(&r->tail, 0);
+	r->head_seen = r->tail_seen = 0;
 	return 0;
 }
 
@@ -55,6 +56,8 @@ ring_grow(struct ring *r, size_t min_cap)
 	r->cap = cap;
 	atomic_store(&r->head, 0);
 	atomic_store(&r->tail, used);
+	r->head_seen = 0;
+	r->tail_seen = used;
 	return 0;
 }
 
@@ -65,6 +68,29 @@ ring_space(const struct ring *r)
 	size_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 
 	return r->cap - (tail - head);
+}
+
+bool
+ring_has_space(struct ring *r, size_t n)
+{
+	size_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+
+	if (r->cap - (tail - r->head_seen) >= n) {
+		return true;
+	}
+	r->head_seen = atomic_load_explicit(&r->head, memory_order_acquire);
+	return r->cap - (tail - r->head_seen) >= n;
+}
+
+size_t
+ring_readable(struct ring *r)
+{
+	size_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+	if (r->tail_seen == head) {
+		r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+	}
+	return r->tail_seen - head;
 }
 
 size_t

@@ -12,15 +12,29 @@
 #define TERN_RING_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
+/*
+ * The consumer's and the producer's positions live 64 bytes apart, so that
+ * each side writes only its own cache line; each side also keeps the last
+ * position it read of the other, and reads the shared one again only when
+ * that copy says the ring is full (producer) or empty (consumer).
+ */
+#define RING_LINE 64
+
 struct ring {
 	uint8_t *buf;
 	size_t cap;
+	char pad0[RING_LINE - sizeof(uint8_t *) - sizeof(size_t)];
 	_Atomic size_t head; /* consumer position */
+	size_t tail_seen;    /* consumer's copy of tail */
+	char pad1[RING_LINE - 2 * sizeof(size_t)];
 	_Atomic size_t tail; /* producer position */
+	size_t head_seen;    /* producer's copy of head */
+	char pad2[RING_LINE - 2 * sizeof(size_t)];
 };
 
 int ring_init(struct ring *r, size_t min_cap);
@@ -28,6 +42,9 @@ void ring_free(struct ring *r);
 
 /* Producer side. */
 size_t ring_space(const struct ring *r);
+/* Is there room for n bytes? Reads the consumer's position only when the
+ * producer's copy of it says no. */
+bool ring_has_space(struct ring *r, size_t n);
 /* Copy a then b (either may be empty) at the tail; the caller checked the space. */
 void ring_put(struct ring *r, const void *a, size_t alen, const void *b, size_t blen);
 
@@ -37,6 +54,9 @@ int ring_grow(struct ring *r, size_t min_cap);
 
 /* Consumer side. */
 size_t ring_used(const struct ring *r);
+/* Bytes the consumer can read, reading the producer's position only when
+ * the consumer's copy of it says the ring is empty. */
+size_t ring_readable(struct ring *r);
 /* Up to two iovecs covering [head + off, head + off + len). Returns how many. */
 int ring_iov(const struct ring *r, size_t off, size_t len, struct iovec iov[2]);
 /* Copy len bytes from head + off into out. */

@@ -264,6 +264,7 @@ on_open(struct tern_node *node, struct conn *c, const struct ctl_msg *m)
 			return TERN_ENOMEM;
 		}
 		s->key_len = m->u.open.key.len;
+		s->publisher_len = m->u.open.publisher.len;
 		s->instance = m->u.open.instance;
 		s->reliability =
 		    m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT : TERN_RELIABLE;
@@ -420,7 +421,6 @@ route_outchan_new(struct conn *c, struct src *s)
 	atomic_init(&oc->sent, 0);
 	atomic_init(&oc->last_ack_ms, node_now_ms());
 	oc->retain = s->reliability == TERN_RELIABLE;
-	oc->head_seq = 1;
 	atomic_fetch_add(&c->ring_bytes, oc->ring.cap);
 	m.u.open.channel = oc->id;
 	m.u.open.publisher = cstr(s->publisher);
@@ -495,42 +495,75 @@ push_ptr(void ***arr, int *n, int *cap, void *p)
 }
 
 /*
- * Release, from the head of a reliable channel's ring, every frame the peer
- * has consumed: what stays is what a reconnect must send again. A chunked
- * message is released chunk by chunk (the ring need not hold all of it);
- * head_mid then records that the head is inside a message whose start is
- * gone, which a resume cannot send again. Caller holds conn->wlock.
+ * Release, from the head of a reliable channel's ring, what the peer has
+ * consumed: what stays is what a reconnect must send again. The peer
+ * counts whole frames, so this always ends on a frame boundary, and no
+ * frame needs decoding here. Caller holds conn->wlock.
  */
 void
 route_release_acked(struct outchan *oc)
 {
 	size_t sent = atomic_load(&oc->sent);
+	uint64_t n = oc->acked - oc->freed;
 
-	while (sent > 0) {
+	if (oc->acked <= oc->freed) {
+		return;
+	}
+	if (n > sent) { /* the peer claims more than it was sent */
+		n = sent;
+	}
+	ring_consume(&oc->ring, (size_t)n);
+	oc->freed += n;
+	atomic_store(&oc->sent, sent - (size_t)n);
+}
+
+/*
+ * Where a reliable channel's kept frames start: the sequence number of the
+ * first message in them, and whether they begin inside a message whose
+ * first chunk was consumed. Worked out from the frames themselves, once,
+ * when a connection breaks, so that the normal path keeps no per-message
+ * records: a message's number is the last explicit one plus the messages
+ * between, and without an explicit one, the number of the channel's last
+ * message minus those after it.
+ */
+static void
+kept_start(struct outchan *oc, uint64_t *head_seq, bool *head_mid)
+{
+	size_t used = ring_used(&oc->ring), off = 0;
+	uint64_t starts = 0, first_explicit = 0, starts_before = 0;
+	bool explicit_seen = false;
+
+	*head_mid = false;
+	while (off < used) {
 		uint8_t hdr[WIRE_HDR_MAX];
 		struct wire_frame f;
-		size_t hlen, n = sent < sizeof(hdr) ? sent : sizeof(hdr);
+		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
 
-		const uint8_t *h = ring_view(&oc->ring, 0, n, hdr);
-		if (wire_header_decode(h, n, UINT64_MAX, &f, &hlen) != 1) {
+		ring_peek(&oc->ring, off, hdr, n);
+		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
 			break;
 		}
-		size_t flen = hlen + (size_t)f.len;
-		if (oc->freed + flen > oc->acked) {
-			break;
+		bool starts_msg = f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST);
+		if (off == 0) {
+			*head_mid = !starts_msg;
 		}
-		if (f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST)) {
-			oc->head_seq = (f.flags & WIRE_FLAG_SEQ) ? f.seq : oc->head_seq;
+		if (starts_msg && (f.flags & WIRE_FLAG_SEQ) && !explicit_seen) {
+			explicit_seen = true;
+			first_explicit = f.seq;
+			starts_before = starts;
 		}
-		ring_consume(&oc->ring, flen);
-		sent -= flen;
-		oc->freed += flen;
-		oc->head_mid = !(f.type == WIRE_DATA || (f.flags & WIRE_FLAG_LAST));
-		if (!oc->head_mid) {
-			oc->head_seq++;
-		}
+		starts += starts_msg;
+		off += hlen + (size_t)f.len;
 	}
-	atomic_store(&oc->sent, sent);
+	uint64_t first;
+	if (explicit_seen) {
+		first = first_explicit - starts_before;
+	} else if (starts > 0) {
+		first = oc->last_seq - (starts - 1);
+	} else {
+		first = oc->last_seq + 1; /* only the rest of the last message */
+	}
+	*head_seq = *head_mid ? first - 1 : first;
 }
 
 static void
@@ -564,8 +597,7 @@ park(struct tern_node *node, struct src *s, struct outchan *oc)
 	}
 	snprintf(p->peer_id, sizeof(p->peer_id), "%s", oc->conn->peer_id);
 	p->ring = oc->ring;
-	p->head_seq = oc->head_seq;
-	p->head_mid = oc->head_mid;
+	kept_start(oc, &p->head_seq, &p->head_mid);
 	p->expires_ms = node_now_ms() + node->cfg.slow_consumer_ms;
 	memset(&oc->ring, 0, sizeof(oc->ring)); /* moved */
 	p->next = s->parked;
@@ -675,9 +707,7 @@ resume(struct tern_node *node, struct src *s, struct outchan *oc)
 			f.flags |= WIRE_FLAG_SEQ;
 			f.seq = seq;
 		}
-		if (starts && messages++ == 0) {
-			oc->head_seq = seq;
-		}
+		messages += starts;
 		size_t nh = wire_header_encode(frame, &f);
 		ring_peek(&p->ring, off + hlen, frame + nh, (size_t)f.len);
 		ring_put(&oc->ring, frame, nh + (size_t)f.len, NULL, 0);
@@ -929,7 +959,7 @@ route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uin
 	}
 	for (int k = 0; k < s->nsubs; k++) {
 		struct tern_sub *sub = s->subs[k];
-		if (sub->fn == NULL && !sub_has_room(sub, sub_entry_size(s, len, big))) {
+		if (sub->fn == NULL && !sub_reserve(sub, sub_entry_size(s, len, big))) {
 			return false;
 		}
 	}
@@ -957,7 +987,7 @@ route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uin
 	if (whole) {
 		for (int k = 0; k < s->nouts; k++) {
 			if (onward(s->outs[k], in)) {
-				outchan_send(s->outs[k], seq, data, len, false, NULL, 0);
+				outchan_send(s->outs[k], seq, data, len, false, NULL, NULL);
 			}
 		}
 	}

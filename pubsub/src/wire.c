@@ -30,6 +30,11 @@ wire_varint_decode(const uint8_t *p, size_t len, uint64_t *v, size_t *used)
 {
 	uint64_t r = 0;
 
+	if (len > 0 && p[0] < 0x80) {
+		*v = p[0];
+		*used = 1;
+		return 1;
+	}
 	for (size_t i = 0; i < WIRE_VARINT_MAX; i++) {
 		if (i == len) {
 			return 0;

@@ -9,6 +9,7 @@
 #ifndef TERN_WIRE_H
 #define TERN_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,5 +52,36 @@ size_t wire_header_encode(uint8_t *out, const struct wire_frame *f);
  */
 int wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
                        size_t *hdr_len);
+
+/*
+ * The same, with the common case inline: a data frame without flags on a
+ * channel below 128 with a payload below 16 KiB, the header of nearly
+ * every small message. Anything else goes to wire_header_decode.
+ */
+static inline int
+wire_header_decode_fast(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
+                        size_t *hdr_len)
+{
+	if (len >= 4 && p[0] == WIRE_DATA && p[1] < 0x80) {
+		uint64_t n = p[2];
+		size_t h = 3;
+		bool whole = n < 0x80;
+		if (!whole && p[3] < 0x80) {
+			n = (n & 0x7f) | ((uint64_t)p[3] << 7);
+			h = 4;
+			whole = true;
+		}
+		if (whole && n <= max_payload) {
+			f->type = WIRE_DATA;
+			f->flags = 0;
+			f->channel = p[1];
+			f->seq = f->total = 0;
+			f->len = n;
+			*hdr_len = h;
+			return 1;
+		}
+	}
+	return wire_header_decode(p, len, max_payload, f, hdr_len);
+}
 
 #endif
