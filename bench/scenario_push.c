@@ -34,8 +34,9 @@ struct push_state {
 	_Atomic uint64_t messages;
 	_Atomic uint64_t lost;
 	_Atomic uint64_t t_last;
-	uint64_t t_end; /* senders stop here */
-	uint32_t *sent; /* per sender: how many ids it used */
+	uint64_t t_end;    /* senders stop here */
+	_Atomic bool stop; /* or now: a sender could not start */
+	uint32_t *sent;    /* per sender: how many ids it used */
 };
 
 struct sender_arg {
@@ -135,13 +136,19 @@ sender_main(void *arg)
 	if (st->raw) {
 		memset(buf, 0xa5, msg_len);
 	}
-	while (!bench_interrupted && net_now_ns() < st->t_end) {
+	/* one clock read a message: the records' wall-clock timestamp also
+	 * tells when to stop */
+	uint64_t mono = net_now_ns();
+	uint64_t wall_end = net_wall_ns() + (st->t_end > mono ? st->t_end - mono : 0);
+	uint64_t now;
+
+	while (!bench_interrupted && !atomic_load_explicit(&st->stop, memory_order_relaxed) &&
+	       (now = net_wall_ns()) < wall_end) {
 		if (st->raw) {
 			uint64_t id = (uint64_t)sa->index << 32 | seq++;
 
 			memcpy(buf, &id, sizeof(id));
 		} else {
-			uint64_t now = net_wall_ns();
 			uint32_t i;
 
 			for (i = 0; i < st->records_per_msg; i++) {
@@ -291,7 +298,7 @@ scenario_push_run(struct cell_env *e, struct cell_result *res)
 	for (i = 0; i < st.nsenders; i++) {
 		if (pthread_create(&sa[i].thread, NULL, sender_main, &sa[i]) != 0) {
 			result_fail(res, "cannot start sender thread %u", i);
-			st.t_end = 0;
+			atomic_store(&st.stop, true);
 			break;
 		}
 		started++;

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <malloc.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@
 #include "keyexpr.h"
 #include "node.h"
 
-#define SPIN_NS 50000
+#define SPIN_NS 50000 /* keep polling this long after the last activity */
 
 static inline void
 cpu_relax(void)
@@ -35,7 +36,7 @@ cpu_relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
-} /* keep polling this long after the last activity */
+}
 
 void
 tern_config_init(tern_config *cfg)
@@ -429,11 +430,14 @@ anything_pending(struct tern_node *node)
 	return false;
 }
 
+/* Handle what epoll reports within timeout_us (negative: no limit). */
 static int
-poll_events(struct tern_node *node, int timeout_ms)
+poll_events(struct tern_node *node, int64_t timeout_us)
 {
 	struct epoll_event evs[64];
-	int n = epoll_wait(node->epfd, evs, 64, timeout_ms);
+	struct timespec ts = {.tv_sec = timeout_us / 1000000,
+	                      .tv_nsec = timeout_us % 1000000 * 1000};
+	int n = epoll_pwait2(node->epfd, evs, 64, timeout_us < 0 ? NULL : &ts, NULL);
 
 	for (int i = 0; i < n; i++) {
 		struct evsrc *src = evs[i].data.ptr;
@@ -456,12 +460,19 @@ poll_events(struct tern_node *node, int timeout_ms)
  * core is free for it: on a machine with few cores, or a process with many
  * nodes (a benchmark's hundred senders), spinning threads would take the
  * CPU from the threads that do the work. So at most one I/O thread per
- * spare core spins at a time, process-wide; the others sleep at once.
+ * spare core spins at a time, process-wide. The others linger: after
+ * writing, they wait LINGER_US (not announced as sleeping, so publishers
+ * do not wake them) and write what gathered meanwhile; only after a quiet
+ * linger do they sleep. A stream thus costs a timed wait per batch instead
+ * of a wake-up per few messages, and full batches are written by the
+ * publishers themselves anyway.
  */
+#define LINGER_US 100
+
 static atomic_int spinners;
 
 static bool
-spin_slot_take(void)
+spin_slot_take(struct tern_node *node)
 {
 	static int max;
 
@@ -470,6 +481,7 @@ spin_slot_take(void)
 		max = n > 2 ? (int)n - 1 : 1;
 	}
 	if (atomic_fetch_add(&spinners, 1) < max) {
+		atomic_store(&node->spinning, true);
 		return true;
 	}
 	atomic_fetch_sub(&spinners, 1);
@@ -477,9 +489,10 @@ spin_slot_take(void)
 }
 
 static void
-spin_slot_give(bool *have)
+spin_slot_give(struct tern_node *node, bool *have)
 {
 	if (*have) {
+		atomic_store(&node->spinning, false);
 		atomic_fetch_sub(&spinners, 1);
 		*have = false;
 	}
@@ -496,7 +509,7 @@ io_sleep(struct tern_node *node)
 	bool calls = node->calls != NULL;
 	pthread_mutex_unlock(&node->lock);
 	if (!anything_pending(node) && !calls) {
-		poll_events(node, 10);
+		poll_events(node, 10000);
 		sub_release_all(node);
 	}
 	atomic_store(&node->sleeping, 0);
@@ -509,7 +522,7 @@ io_main(void *arg)
 	uint64_t last_busy = node_now_ns();
 	uint64_t last_timers = 0;
 	unsigned idle_rounds = 0;
-	bool spinning = false;
+	bool spinning = false, linger = false;
 
 	while (!atomic_load(&node->stop)) {
 		bool busy = false;
@@ -541,20 +554,28 @@ io_main(void *arg)
 		if (busy) {
 			last_busy = now;
 			idle_rounds = 0;
+			linger = true;
 			continue;
 		}
-		if (now - last_busy < SPIN_NS && (spinning || (spinning = spin_slot_take()))) {
+		if (now - last_busy < SPIN_NS && (spinning || (spinning = spin_slot_take(node)))) {
+			/* spin politely: a thread waiting for this core runs first */
+			sched_yield();
 			idle_rounds++;
 			continue;
 		}
-		spin_slot_give(&spinning);
+		spin_slot_give(node, &spinning);
 		idle_rounds = 0;
+		if (linger && node->delay_until_ns == 0) {
+			linger = poll_events(node, LINGER_US) > 0;
+			sub_release_all(node);
+			continue;
+		}
 		if (node->delay_until_ns != 0) {
 			/* a held batch is due soon: wait for it without sleeping long */
 			uint64_t left = node->delay_until_ns > now ? node->delay_until_ns - now : 0;
 			node->delay_until_ns = 0;
 			if (left > 2000000) {
-				poll_events(node, (int)(left / 1000000) - 1);
+				poll_events(node, (int64_t)(left / 1000) - 1000);
 				sub_release_all(node);
 			}
 			continue;
@@ -563,7 +584,7 @@ io_main(void *arg)
 		last_busy = node_now_ns();
 		last_busy -= SPIN_NS; /* a timer tick is not traffic: sleep again soon */
 	}
-	spin_slot_give(&spinning);
+	spin_slot_give(node, &spinning);
 	return NULL;
 }
 

@@ -228,6 +228,7 @@ struct tern_node {
 	int epfd, wakefd;
 	pthread_t thread;
 	atomic_int sleeping;
+	atomic_bool spinning; /* polling without sleeping: queued data is seen at once */
 	atomic_bool stop;
 
 	pthread_mutex_t lock; /* calls, ready count */

@@ -103,14 +103,28 @@ room_or_grow(struct outchan *oc, size_t len)
 	return (kept_most || stalled) && outchan_grow(oc, len + frames * WIRE_HDR_MAX, kept_most);
 }
 
-/* Write from the publishing thread, unless another thread is writing or the
+/*
+ * Write from the publishing thread, unless another thread is writing, the
  * socket is full (the I/O thread writes when it drains: trying again here
- * for every message would be a failed system call each time). */
+ * for every message would be a failed system call each time), or the
+ * channel's credit does not cover what waits (then the I/O thread writes
+ * when credit arrives; here each message would scan the queue again for
+ * the frames that fit).
+ */
 static void
-flush_now(struct conn *c)
+flush_now(struct outchan *oc, bool wait_lock)
 {
+	struct conn *c = oc->conn;
+	size_t unsent = outchan_unsent(oc);
+	size_t batch = unsent < c->batch_max ? unsent : c->batch_max;
+
 	if (atomic_load_explicit(&c->choked, memory_order_relaxed) ||
-	    pthread_mutex_trylock(&c->wlock) != 0) {
+	    atomic_load_explicit(&oc->credit, memory_order_relaxed) < (int64_t)batch) {
+		return;
+	}
+	if (wait_lock) {
+		pthread_mutex_lock(&c->wlock);
+	} else if (pthread_mutex_trylock(&c->wlock) != 0) {
 		return;
 	}
 	conn_flush_locked(c);
@@ -133,11 +147,17 @@ kick(struct outchan *oc)
 	struct tern_node *node = c->node;
 
 	if (c->low_latency) {
-		if (!atomic_load_explicit(&c->choked, memory_order_relaxed)) {
-			pthread_mutex_lock(&c->wlock);
-			conn_flush_locked(c);
-			pthread_mutex_unlock(&c->wlock);
+		/* Written at once: by the I/O thread if it is polling (it takes
+		 * it within a microsecond, and the publisher does not wait for the
+		 * write), else from here. A message never waits for a batch to
+		 * fill; one published while a write is under way goes out with
+		 * the next write, right behind it. */
+		if (!pthread_equal(pthread_self(), node->thread) &&
+		    atomic_load_explicit(&node->spinning, memory_order_relaxed)) {
+			atomic_store(&c->pending, 1);
+			return;
 		}
+		flush_now(oc, true);
 		return;
 	}
 	if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
@@ -150,7 +170,7 @@ kick(struct outchan *oc)
 		return;
 	}
 	if (outchan_unsent(oc) >= c->batch_max) {
-		flush_now(c);
+		flush_now(oc, false);
 		return;
 	}
 	if (!atomic_load(&node->sleeping)) {
@@ -190,7 +210,7 @@ write_full_batch(struct outchan *oc, size_t frame)
 	    pthread_equal(pthread_self(), c->node->thread)) {
 		return;
 	}
-	flush_now(c);
+	flush_now(oc, false);
 }
 
 int
