@@ -29,6 +29,10 @@
 #define OUT_INITIAL  4096
 #define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
 #define IOV_BATCH    256
+/* A channel whose receiver keeps up may always grow its window this far:
+ * on a fast local link the bandwidth-delay product is tiny, but every
+ * window's worth costs the publisher a wait for credit and a wake-up. */
+#define WINDOW_FLOOR (2u << 20)
 #define BACKLOG_HDR  26 /* type|flags, header length, seq (8), total (8), len (8) */
 
 static void
@@ -162,7 +166,7 @@ conn_free(struct conn *c)
 		if (in == NULL) {
 			continue;
 		}
-		reasm_reset(&in->reasm, &c->reasm_budget);
+		reasm_free(&in->reasm, &c->reasm_budget);
 		free(in->done_buf);
 		free(in->backlog);
 		free(in);
@@ -420,7 +424,9 @@ settle(struct conn *c, struct batch *b, size_t written)
 		} else {
 			ring_consume(&oc->ring, done);
 		}
-		if (oc->src->pub != NULL && atomic_load(&oc->src->pub->waiters)) {
+		/* room in a reliable channel's ring comes from the peer's
+		 * acknowledgement, not from the write */
+		if (!oc->retain && oc->src->pub != NULL && atomic_load(&oc->src->pub->waiters)) {
 			pub_wake(oc->src->pub);
 		}
 	}
@@ -736,9 +742,12 @@ process(struct conn *c, struct inchan *in, int tf, size_t hlen, uint64_t seq, ui
 		}
 	}
 	/* stage 2: the whole message goes to local subscribers */
-	if (!route_deliver(node, in, in->done_seq, in->done_buf, in->done_len, in->done_buf,
-	                   false)) {
+	uint8_t *heap = in->done_buf;
+	if (!route_deliver(node, in, in->done_seq, in->done_buf, in->done_len, &heap, false)) {
 		return 0;
+	}
+	if (heap != NULL) { /* no pull subscriber kept it */
+		reasm_recycle(&in->reasm, heap, in->done_len);
 	}
 	in->done_buf = NULL;
 	in->stage = 0;
@@ -865,6 +874,9 @@ link_need(struct conn *c, struct inchan *in)
 
 	if (c->rtt_us > 0 && elapsed > 0 && in->rate_t0_us != 0) {
 		need = (uint64_t)(2.0 * (double)bytes * (double)c->rtt_us / (double)elapsed);
+	}
+	if (need < WINDOW_FLOOR) {
+		need = WINDOW_FLOOR;
 	}
 	in->rate_t0_us = now;
 	in->rate_bytes0 = in->credit.consumed;

@@ -338,9 +338,11 @@ struct outchan *route_outchan_new(struct conn *c, struct src *s);
 void route_outchan_free(struct outchan *oc);
 void route_src_clear(struct src *s);
 /* Deliver one message of a remote source to local subs and onward peers.
- * Returns true if delivered (or dropped by policy), false if it must wait. */
+ * Returns true if delivered (or dropped by policy), false if it must wait.
+ * heap (or NULL): the malloc'ed buffer holding data; a pull subscriber
+ * takes it (*heap becomes NULL), else it stays the caller's. */
 bool route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uint8_t *data,
-                   size_t len, uint8_t *heap, bool whole);
+                   size_t len, uint8_t **heap, bool whole);
 /* Chunked messages: is this first chunk a duplicate; note its sequence number. */
 bool route_is_duplicate(struct inchan *in, uint64_t seq);
 void route_note_seq(struct tern_node *node, struct inchan *in, uint64_t seq);
@@ -370,6 +372,8 @@ int outchan_put_frame(struct outchan *oc, const struct wire_frame *f, const uint
 bool outchan_has_room(struct outchan *oc, size_t len);
 
 /* sub.c */
+/* A larger message reaches a pull subscriber as a buffer of its own. */
+#define SUB_INLINE_MAX 65536
 size_t sub_entry_size(const struct src *s, size_t len, bool heap);
 /* I/O thread: is there room for an entry? Takes the queue's lock, which it
  * keeps until sub_release_all (called once a read is parsed, and before

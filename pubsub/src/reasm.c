@@ -7,6 +7,15 @@
 #include "error.h"
 #include "reasm.h"
 
+/* Forget the message in progress, keeping the spare. */
+static void
+clear(struct reasm *r)
+{
+	r->buf = NULL;
+	r->total = r->filled = r->seq = 0;
+	r->active = false;
+}
+
 void
 reasm_reset(struct reasm *r, uint64_t *budget)
 {
@@ -14,7 +23,7 @@ reasm_reset(struct reasm *r, uint64_t *budget)
 		*budget += r->total;
 	}
 	free(r->buf);
-	memset(r, 0, sizeof(*r));
+	clear(r);
 }
 
 uint8_t *
@@ -23,8 +32,29 @@ reasm_take(struct reasm *r, uint64_t *budget)
 	uint8_t *buf = r->buf;
 
 	*budget += r->total;
-	memset(r, 0, sizeof(*r));
+	clear(r);
 	return buf;
+}
+
+void
+reasm_recycle(struct reasm *r, uint8_t *buf, uint64_t cap)
+{
+	if (r->spare != NULL && r->spare_cap >= cap) {
+		free(buf);
+		return;
+	}
+	free(r->spare);
+	r->spare = buf;
+	r->spare_cap = cap;
+}
+
+void
+reasm_free(struct reasm *r, uint64_t *budget)
+{
+	reasm_reset(r, budget);
+	free(r->spare);
+	r->spare = NULL;
+	r->spare_cap = 0;
 }
 
 static int
@@ -46,7 +76,13 @@ reasm_begin(struct reasm *r, const struct wire_frame *f, uint64_t seq, uint64_t 
 		                   "reassembly budget",
 		                   (unsigned long long)f->total);
 	}
-	r->buf = malloc(f->total > 0 ? f->total : 1);
+	if (r->spare != NULL && r->spare_cap >= f->total && f->total > 0) {
+		r->buf = r->spare;
+		r->spare = NULL;
+		r->spare_cap = 0;
+	} else {
+		r->buf = malloc(f->total > 0 ? f->total : 1);
+	}
 	if (r->buf == NULL) {
 		return TERN_ENOMEM;
 	}

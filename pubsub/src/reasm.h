@@ -20,6 +20,11 @@ struct reasm {
 	uint64_t filled;
 	uint64_t seq;
 	bool active;
+	/* A buffer given back after delivery, for the channel's next large
+	 * message: a stream of large messages then reuses one buffer instead of
+	 * mapping (and faulting in) fresh memory for each. */
+	uint8_t *spare;
+	uint64_t spare_cap;
 };
 
 /*
@@ -37,5 +42,12 @@ uint8_t *reasm_take(struct reasm *r, uint64_t *budget);
 
 /* Drop a message in progress. */
 void reasm_reset(struct reasm *r, uint64_t *budget);
+
+/* Give back a buffer of cap bytes that reasm_take returned, once its
+ * message is delivered; the larger of it and the current spare is kept. */
+void reasm_recycle(struct reasm *r, uint8_t *buf, uint64_t cap);
+
+/* Drop everything, the spare included (the channel closes). */
+void reasm_free(struct reasm *r, uint64_t *budget);
 
 #endif

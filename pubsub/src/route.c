@@ -302,7 +302,7 @@ inchan_close(struct tern_node *node, struct conn *c, struct inchan *in)
 		}
 	}
 	in->src->refs--;
-	reasm_reset(&in->reasm, &c->reasm_budget);
+	reasm_free(&in->reasm, &c->reasm_budget);
 	free(in->done_buf);
 	free(in->backlog);
 	c->ins[in->id] = NULL;
@@ -947,12 +947,27 @@ onward(const struct outchan *oc, const struct inchan *in)
 	       carries(in->conn->node, in->conn, oc->conn);
 }
 
+/* A large message for a pull subscriber, in a buffer of its own; without
+ * memory for it, the subscriber misses it. */
+static void
+push_copy(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data, size_t len)
+{
+	uint8_t *copy = malloc(len);
+
+	if (copy == NULL) {
+		atomic_fetch_add(&sub->missed, 1);
+		return;
+	}
+	memcpy(copy, data, len);
+	sub_push(sub, s, seq, data, len, copy);
+}
+
 bool
 route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uint8_t *data,
-              size_t len, uint8_t *heap, bool whole)
+              size_t len, uint8_t **heap, bool whole)
 {
 	struct src *s = in->src;
-	bool big = len > 65536;
+	bool big = len > SUB_INLINE_MAX;
 
 	if (whole && route_is_duplicate(in, seq)) {
 		return true;
@@ -973,15 +988,21 @@ route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uin
 	if (whole) {
 		route_note_seq(node, in, seq);
 	}
+	/* A large message goes to a pull subscriber as a buffer of its own:
+	 * each gets a copy but the last, which takes the caller's buffer once
+	 * nothing else needs to read it (its reader may free it at once). */
+	struct tern_sub *last_big = NULL;
 	for (int k = 0; k < s->nsubs; k++) {
 		struct tern_sub *sub = s->subs[k];
 		if (sub->fn != NULL) {
 			sub_call(sub, s, seq, data, len);
-		} else if (big && heap != NULL) {
-			sub_push(sub, s, seq, data, len, heap);
-			heap = NULL;
-		} else {
+		} else if (!big) {
 			sub_push(sub, s, seq, data, len, NULL);
+		} else if (last_big != NULL) {
+			push_copy(last_big, s, seq, data, len);
+			last_big = sub;
+		} else {
+			last_big = sub;
 		}
 	}
 	if (whole) {
@@ -991,7 +1012,12 @@ route_deliver(struct tern_node *node, struct inchan *in, uint64_t seq, const uin
 			}
 		}
 	}
-	free(heap);
+	if (last_big != NULL && heap != NULL && *heap != NULL) {
+		sub_push(last_big, s, seq, data, len, *heap);
+		*heap = NULL;
+	} else if (last_big != NULL) {
+		push_copy(last_big, s, seq, data, len);
+	}
 	COUNT(node->messages_in, 1);
 	COUNT(node->bytes_in, len);
 	return true;

@@ -26,8 +26,7 @@
 #include "keyexpr.h"
 #include "node.h"
 
-#define SUB_RING   (1u << 20)
-#define INLINE_MAX 65536
+#define SUB_RING (1u << 20)
 
 struct entry_hdr {
 	uint32_t size; /* the whole entry, a multiple of 8; 0: skip to the ring's start */
@@ -158,7 +157,7 @@ int
 sub_push_local(struct tern_sub *sub, const struct src *s, uint64_t seq, const uint8_t *data,
                size_t len, uint64_t *deadline_ms)
 {
-	bool big = len > INLINE_MAX;
+	bool big = len > SUB_INLINE_MAX;
 	size_t entry = sub_entry_size(s, len, big);
 	uint8_t *heap = NULL;
 	bool room;
