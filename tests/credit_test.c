@@ -56,7 +56,7 @@ test_window_grows_to_bdp(void **state)
 		uint64_t outstanding = c.granted - c.consumed;
 		credit_rx_receive(&c, outstanding);
 		credit_rx_consume(&c, outstanding);
-		credit_rx_blocked(&c, true, UINT64_MAX);
+		credit_rx_blocked(&c, true, UINT64_MAX, 0);
 		rounds++;
 	}
 	assert_true(c.window >= 2500000);
@@ -72,7 +72,7 @@ test_no_growth_when_receiver_is_slow(void **state)
 
 	credit_rx_init(&c, 1000, 100000);
 	credit_rx_receive(&c, 1000);
-	assert_int_equal(credit_rx_blocked(&c, false, UINT64_MAX), 0);
+	assert_int_equal(credit_rx_blocked(&c, false, UINT64_MAX, 0), 0);
 	assert_int_equal(c.window, 1000);
 }
 
@@ -85,10 +85,10 @@ test_growth_once_per_window(void **state)
 	credit_rx_init(&c, 1000, 100000);
 	credit_rx_receive(&c, 1000);
 	credit_rx_consume(&c, 1000);
-	credit_rx_blocked(&c, true, UINT64_MAX);
+	credit_rx_blocked(&c, true, UINT64_MAX, 0);
 	assert_int_equal(c.window, 2000);
 	/* a second report from the same window does not double again */
-	credit_rx_blocked(&c, true, UINT64_MAX);
+	credit_rx_blocked(&c, true, UINT64_MAX, 0);
 	assert_int_equal(c.window, 2000);
 	assert_int_equal(c.granted - c.consumed, 2000);
 }
@@ -104,7 +104,7 @@ test_window_capped(void **state)
 		uint64_t out = c.granted - c.consumed;
 		credit_rx_receive(&c, out);
 		credit_rx_consume(&c, out);
-		credit_rx_blocked(&c, true, UINT64_MAX);
+		credit_rx_blocked(&c, true, UINT64_MAX, 0);
 	}
 	assert_int_equal(c.window, 3000);
 }
@@ -122,7 +122,7 @@ test_growth_stops_at_the_link_need(void **state)
 		uint64_t out = c.granted - c.consumed;
 		credit_rx_receive(&c, out);
 		credit_rx_consume(&c, out);
-		credit_rx_blocked(&c, true, 600);
+		credit_rx_blocked(&c, true, 600, 0);
 	}
 	assert_int_equal(c.window, 1000);
 	/* a longer link: growth up to its need, not to the maximum */
@@ -130,9 +130,37 @@ test_growth_stops_at_the_link_need(void **state)
 		uint64_t out = c.granted - c.consumed;
 		credit_rx_receive(&c, out);
 		credit_rx_consume(&c, out);
-		credit_rx_blocked(&c, true, 5000);
+		credit_rx_blocked(&c, true, 5000, 0);
 	}
 	assert_int_equal(c.window, 8000);
+}
+
+static void
+test_growth_jumps_to_the_floor(void **state)
+{
+	struct credit_rx c;
+	(void)state;
+
+	/* a receiver that keeps up: the first block takes the window straight
+	 * to the floor, even on a link that needs less */
+	credit_rx_init(&c, 1000, 100000);
+	credit_rx_receive(&c, 1000);
+	credit_rx_consume(&c, 1000);
+	credit_rx_blocked(&c, true, 600, 8000);
+	assert_int_equal(c.window, 8000);
+	/* past the floor, the link's need rules again: no more growth */
+	for (int i = 0; i < 10; i++) {
+		uint64_t out = c.granted - c.consumed;
+		credit_rx_receive(&c, out);
+		credit_rx_consume(&c, out);
+		credit_rx_blocked(&c, true, 600, 8000);
+	}
+	assert_int_equal(c.window, 8000);
+	/* a slow receiver gets no jump */
+	credit_rx_init(&c, 1000, 100000);
+	credit_rx_receive(&c, 1000);
+	assert_int_equal(credit_rx_blocked(&c, false, 600, 8000), 0);
+	assert_int_equal(c.window, 1000);
 }
 
 static struct wire_frame
@@ -235,6 +263,7 @@ main(void)
 	    cmocka_unit_test(test_growth_once_per_window),
 	    cmocka_unit_test(test_window_capped),
 	    cmocka_unit_test(test_growth_stops_at_the_link_need),
+	    cmocka_unit_test(test_growth_jumps_to_the_floor),
 	    cmocka_unit_test(test_reasm_interleaved),
 	    cmocka_unit_test(test_reasm_refuses_oversize),
 	    cmocka_unit_test(test_reasm_bad_sequences),

@@ -875,9 +875,6 @@ link_need(struct conn *c, struct inchan *in)
 	if (c->rtt_us > 0 && elapsed > 0 && in->rate_t0_us != 0) {
 		need = (uint64_t)(2.0 * (double)bytes * (double)c->rtt_us / (double)elapsed);
 	}
-	if (need < WINDOW_FLOOR) {
-		need = WINDOW_FLOOR;
-	}
 	in->rate_t0_us = now;
 	in->rate_bytes0 = in->credit.consumed;
 	return need;
@@ -935,7 +932,8 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		struct inchan *in = inchan_get(c, m.u.credit.channel);
 		if (in != NULL) {
 			grant(c, in,
-			      credit_rx_blocked(&in->credit, !in->stalled, link_need(c, in)));
+			      credit_rx_blocked(&in->credit, !in->stalled, link_need(c, in),
+			                        WINDOW_FLOOR));
 			flush_acks(c);
 		}
 		return 0;

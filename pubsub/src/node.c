@@ -390,7 +390,9 @@ flush_all(struct tern_node *node)
 			conn_fail(c, c->kill_reason);
 			continue;
 		}
+		/* a full socket is written when epoll says it drained */
 		if (atomic_load_explicit(&c->pending, memory_order_acquire) &&
+		    !atomic_load_explicit(&c->choked, memory_order_relaxed) &&
 		    c->state != CONN_DEAD && !batch_held(node, c)) {
 			conn_flush(c);
 			any = true;
@@ -423,7 +425,8 @@ static bool
 anything_pending(struct tern_node *node)
 {
 	for (struct conn *c = node->conns; c != NULL; c = c->next) {
-		if (atomic_load(&c->pending) || atomic_load(&c->kill)) {
+		if ((atomic_load(&c->pending) && !atomic_load(&c->choked)) ||
+		    atomic_load(&c->kill)) {
 			return true;
 		}
 	}
