@@ -277,6 +277,27 @@ struct batch {
 	int ntook;
 };
 
+/* Data of this channel waits on the peer, for credit or for a socket the
+ * peer does not read: from now on, unless it reports progress. */
+static void
+mark_starved(struct outchan *oc)
+{
+	if (atomic_load(&oc->starved_since_ms) == 0) {
+		atomic_store(&oc->starved_since_ms, node_now_ms());
+	}
+}
+
+/* The socket is full: every channel with data waiting waits on the peer. */
+static void
+mark_choked(struct conn *c)
+{
+	for (int i = 0; i < c->nout; i++) {
+		if (outchan_unsent(c->outv[i]) > 0) {
+			mark_starved(c->outv[i]);
+		}
+	}
+}
+
 static void
 gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
 {
@@ -297,9 +318,7 @@ gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
 	                            atomic_load_explicit(&oc->credit, memory_order_acquire));
 	if (take == 0) {
 		oc->want_blocked = true; /* waiting for credit, not for room */
-		if (atomic_load(&oc->starved_since_ms) == 0) {
-			atomic_store(&oc->starved_since_ms, node_now_ms());
-		}
+		mark_starved(oc);
 		return;
 	}
 	atomic_fetch_sub(&oc->credit, (int64_t)take);
@@ -487,6 +506,7 @@ conn_flush_locked(struct conn *c)
 				settle(c, &b, 0);
 				conn_set_epollout(c, true);
 				atomic_store(&c->pending, 1);
+				mark_choked(c);
 				return;
 			}
 			char why[128];
@@ -504,6 +524,7 @@ conn_flush_locked(struct conn *c)
 		if ((size_t)n < b.total) {
 			conn_set_epollout(c, true);
 			atomic_store(&c->pending, 1);
+			mark_choked(c);
 			return;
 		}
 	}

@@ -333,7 +333,8 @@ on_credit(struct conn *c, const struct ctl_msg *m)
 	}
 	atomic_fetch_add(&oc->credit, (int64_t)m->u.credit.bytes);
 	atomic_store(&oc->blocked_sent, false);
-	if (m->u.credit.bytes > 0) {
+	/* credit, or anything consumed, is progress: the peer is not stalled */
+	if (m->u.credit.bytes > 0 || m->u.credit.consumed > oc->acked) {
 		atomic_store(&oc->starved_since_ms, 0);
 	}
 	if (m->u.credit.consumed > oc->acked || m->u.credit.bytes > 0) {
