@@ -29,10 +29,17 @@
 #define OUT_INITIAL  4096
 #define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
 #define IOV_BATCH    256
-/* A channel whose receiver keeps up may always grow its window this far:
- * on a fast local link the bandwidth-delay product is tiny, but every
- * window's worth costs the publisher a wait for credit and a wake-up. */
+/*
+ * On a long round trip, a blocked channel whose receiver keeps up jumps at
+ * once to the window that carries FLOOR_RATE bytes a microsecond (25 MB/s),
+ * up to WINDOW_FLOOR, instead of doubling its way there one round trip at
+ * a time (four round trips, 0.4 s on a 100 ms link); from there it doubles
+ * while the link takes more. On a short round trip the floor is tiny: a
+ * receiver that cannot keep up (a hundred senders into one) would only
+ * gather bigger windows' worth in its sockets.
+ */
 #define WINDOW_FLOOR (2u << 20)
+#define FLOOR_RATE   25
 #define BACKLOG_HDR  26 /* type|flags, header length, seq (8), total (8), len (8) */
 
 static void
@@ -901,6 +908,14 @@ link_need(struct conn *c, struct inchan *in)
 	return need;
 }
 
+static uint64_t
+window_floor(const struct conn *c)
+{
+	uint64_t floor = c->rtt_us * FLOOR_RATE;
+
+	return floor < WINDOW_FLOOR ? floor : WINDOW_FLOOR;
+}
+
 static int
 on_control(struct conn *c, const uint8_t *p, size_t len)
 {
@@ -954,7 +969,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		if (in != NULL) {
 			grant(c, in,
 			      credit_rx_blocked(&in->credit, !in->stalled, link_need(c, in),
-			                        WINDOW_FLOOR));
+			                        window_floor(c)));
 			flush_acks(c);
 		}
 		return 0;

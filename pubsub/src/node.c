@@ -377,6 +377,40 @@ batch_held(struct tern_node *node, struct conn *c)
 	return true;
 }
 
+/*
+ * Batched mode: while a publisher is still adding to a partial batch, let
+ * it fill (the publisher writes it itself once full) rather than taking a
+ * few messages at a time; write it as soon as the publisher pauses (its
+ * rings did not move since the last look, a microsecond ago: this holds
+ * only while the thread polls), and never later than FILL_MAX_NS after data
+ * was first seen.
+ */
+#define FILL_MAX_NS 20000
+
+static bool
+still_filling(struct tern_node *node, struct conn *c)
+{
+	uint64_t mark = 0, now;
+
+	/* only a polling thread looks again within a microsecond */
+	if (c->low_latency || node->cfg.batch_max_delay_us > 0 || c->state != CONN_READY ||
+	    !atomic_load_explicit(&node->spinning, memory_order_relaxed)) {
+		return false;
+	}
+	for (int i = 0; i < c->nout; i++) {
+		mark += atomic_load_explicit(&c->outv[i]->ring.tail, memory_order_relaxed);
+	}
+	if (mark == c->fill_mark) {
+		return false;
+	}
+	now = node_now_ns();
+	c->fill_mark = mark;
+	if (c->fill_since == 0) {
+		c->fill_since = now;
+	}
+	return now - c->fill_since < FILL_MAX_NS;
+}
+
 /* Flush every connection with queued data; true if any was written. */
 static bool
 flush_all(struct tern_node *node)
@@ -394,6 +428,10 @@ flush_all(struct tern_node *node)
 		if (atomic_load_explicit(&c->pending, memory_order_acquire) &&
 		    !atomic_load_explicit(&c->choked, memory_order_relaxed) &&
 		    c->state != CONN_DEAD && !batch_held(node, c)) {
+			if (still_filling(node, c)) {
+				continue;
+			}
+			c->fill_since = 0;
 			conn_flush(c);
 			any = true;
 		}

@@ -164,6 +164,7 @@ struct conn {
 	atomic_int pending;                /* rings may hold data */
 	_Atomic uint64_t pending_since_ns; /* with batching.max_delay_us: when data first waited */
 	_Atomic uint64_t last_direct_ns;
+	uint64_t fill_mark, fill_since; /* I/O thread: a partial batch still filling */
 
 	struct outchan **outv;
 	int nout, out_cap_v, rr;
