@@ -4,11 +4,13 @@
  *
  * Publish copies the frame into each routed channel's ring under the
  * publisher's lock. Then:
- *  - low-latency connections write it from this thread immediately;
- *  - batched connections leave it for the I/O thread, which is either busy
- *    (and will take it with the rest of its batch) or asleep; an asleep
- *    thread is woken, except that a publication arriving after a quiet
- *    spell is written directly, so batching adds no latency at low load.
+ *  - low-latency connections: a polling I/O thread takes it at once, else
+ *    this thread writes it before returning;
+ *  - batched connections: a full batch is written by this thread; a partial
+ *    one is left to the I/O thread, which is either awake (and takes it
+ *    once the publisher pauses) or asleep; an asleep thread is woken,
+ *    except that a publication arriving after a quiet spell is written
+ *    directly, so batching adds no latency at low load.
  */
 #include <errno.h>
 #include <stdio.h>
