@@ -235,16 +235,36 @@ tern_client_send(void *cli, const void *data, size_t len)
 	return tern_publish(c->pub, data, len);
 }
 
+/* Bytes the sender's node has written to its sockets. */
+static uint64_t
+written(tern_node *node)
+{
+	tern_stats st;
+
+	tern_node_stats(node, &st);
+	return st.batch_bytes;
+}
+
 static int
 tern_client_flush(void *cli, bool final)
 {
 	struct tern_client *c = cli;
+	int rc;
 
-	/* tern writes as soon as its writer is idle; only the end needs a wait. */
+	/* tern writes as soon as its writer is idle; only the end needs a wait.
+	 * Like the tcp layer's last blocking write, it waits as long as the
+	 * link keeps taking data (a hundred senders drain one slow link for a
+	 * while), and fails only when nothing moved for 5 s. */
 	if (!final) {
 		return 0;
 	}
-	return tern_pub_flush(c->pub, 5000);
+	for (;;) {
+		uint64_t before = written(c->node);
+		rc = tern_pub_flush(c->pub, 5000);
+		if (rc != TERN_ETIMEDOUT || written(c->node) == before) {
+			return rc;
+		}
+	}
 }
 
 const struct layer_ops layer_tern_ops = {

@@ -141,25 +141,32 @@ test_growth_jumps_to_the_floor(void **state)
 	struct credit_rx c;
 	(void)state;
 
-	/* a receiver that keeps up: the first block takes the window straight
-	 * to the floor, even on a link that needs less */
+	/* a link that needs more than the window, and a receiver that keeps
+	 * up: the first block takes the window straight to the floor */
 	credit_rx_init(&c, 1000, 100000);
 	credit_rx_receive(&c, 1000);
 	credit_rx_consume(&c, 1000);
-	credit_rx_blocked(&c, true, 600, 8000);
+	credit_rx_blocked(&c, true, 2000, 8000);
 	assert_int_equal(c.window, 8000);
-	/* past the floor, the link's need rules again: no more growth */
+	/* past the floor and the link's need, no more growth */
 	for (int i = 0; i < 10; i++) {
 		uint64_t out = c.granted - c.consumed;
 		credit_rx_receive(&c, out);
 		credit_rx_consume(&c, out);
-		credit_rx_blocked(&c, true, 600, 8000);
+		credit_rx_blocked(&c, true, 2000, 8000);
 	}
 	assert_int_equal(c.window, 8000);
+	/* a link that needs no more than the window (many channels share it):
+	 * the floor does not apply */
+	credit_rx_init(&c, 1000, 100000);
+	credit_rx_receive(&c, 1000);
+	credit_rx_consume(&c, 1000);
+	credit_rx_blocked(&c, true, 600, 8000);
+	assert_int_equal(c.window, 1000);
 	/* a slow receiver gets no jump */
 	credit_rx_init(&c, 1000, 100000);
 	credit_rx_receive(&c, 1000);
-	assert_int_equal(credit_rx_blocked(&c, false, 600, 8000), 0);
+	assert_int_equal(credit_rx_blocked(&c, false, 2000, 8000), 0);
 	assert_int_equal(c.window, 1000);
 }
 

@@ -441,9 +441,13 @@ settle(struct conn *c, struct batch *b, size_t written)
 		}
 		written -= w;
 	}
+	uint64_t now_ms = b->ntook > 0 ? node_now_ms() : 0;
 	for (int k = 0; k < b->ntook; k++) {
 		struct outchan *oc = b->took[k];
 		size_t done = settle_chan(c, oc, b->taken[k], written_ch[k]);
+		if (written_ch[k] > 0) {
+			atomic_store_explicit(&oc->last_write_ms, now_ms, memory_order_relaxed);
+		}
 		if (oc->retain) { /* kept until the peer reports it consumed */
 			atomic_store_explicit(&oc->sent, atomic_load(&oc->sent) + done,
 			                      memory_order_relaxed);
@@ -954,7 +958,12 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_PONG: {
 		uint64_t sample = node_now_ns() / 1000 - m.u.token;
 		if (m.u.token <= node_now_ns() / 1000) {
-			c->rtt_us = c->rtt_us == 0 ? sample : (7 * c->rtt_us + sample) / 8;
+			/* the smallest sample: a PING waits behind the data queued
+			 * ahead of it, and a window sized on that delay would only
+			 * deepen the queue (a hundred senders sharing a slow link) */
+			if (c->rtt_us == 0 || sample < c->rtt_us) {
+				c->rtt_us = sample > 0 ? sample : 1;
+			}
 		}
 		return 0;
 	}

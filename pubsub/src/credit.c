@@ -48,8 +48,8 @@ credit_rx_consume(struct credit_rx *c, uint64_t n)
 uint64_t
 credit_rx_blocked(struct credit_rx *c, bool receiver_idle, uint64_t limit, uint64_t floor)
 {
-	if (receiver_idle && c->window < c->max_window &&
-	    (c->window < limit || c->window < floor) && c->consumed >= c->grow_fence) {
+	if (receiver_idle && c->window < c->max_window && c->window < limit &&
+	    c->consumed >= c->grow_fence) {
 		uint64_t w = c->window * 2 < floor ? floor : c->window * 2;
 		c->window = w > c->max_window ? c->max_window : w;
 		c->grow_fence = c->granted;

@@ -34,10 +34,10 @@ uint64_t credit_rx_consume(struct credit_rx *c, uint64_t n);
 
 /* The sender reported it is blocked. receiver_idle: nothing of this channel
  * waits at the receiver; limit: the window the link needs (twice its
- * measured bandwidth-delay product), past which it does not grow; floor: a
- * window it may have whatever the link, and jumps to at once (a channel
- * that streams to a receiver that keeps up need not double its way there,
- * one round trip at a time). Returns the bytes to grant now (0: none). */
+ * measured bandwidth-delay product), past which it does not grow; floor:
+ * when the link does need more, a window to jump to at once instead of
+ * doubling towards it one round trip at a time. Returns the bytes to grant
+ * now (0: none). */
 uint64_t credit_rx_blocked(struct credit_rx *c, bool receiver_idle, uint64_t limit, uint64_t floor);
 
 #endif

@@ -56,6 +56,9 @@ struct outchan {
 	uint64_t last_seq;                 /* producer side: the last sequence number queued */
 	_Atomic uint64_t starved_since_ms; /* since when data waits for credit, or 0 */
 	_Atomic uint64_t last_ack_ms;      /* when the peer last reported consuming */
+	_Atomic uint64_t last_write_ms;    /* when the socket last took this channel's data */
+	_Atomic uint64_t rate_Bps;         /* consumed bytes a second, over the last second */
+	uint64_t rate_t0_ms, rate_acked0;  /* I/O thread: where that measure started */
 	bool want_blocked;                 /* flusher: data waits for credit, tell the peer */
 	bool open_sent;
 	/* Reliable channels keep written frames until the peer reports them
@@ -150,7 +153,7 @@ struct conn {
 	uint64_t peer_window;
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
-	uint64_t rtt_us; /* smoothed round trip from PING/PONG, 0 until measured */
+	uint64_t rtt_us; /* shortest round trip seen by PING/PONG, 0 until measured */
 
 	pthread_mutex_t wlock;
 	uint8_t *out;

@@ -41,26 +41,35 @@ pub_wake(struct tern_pub *pub)
  * connection's rings stay within queue.max_bytes: a subscriber that pauses
  * is absorbed by the queue, and only a full queue blocks the publisher.
  * Growing excludes the flusher (it holds wlock while it reads rings).
+ *
+ * A stalled peer's queue holds at most GROW_SECONDS of what the channel
+ * moved before (its consumption rate), beyond the window: enough to ride
+ * out a pause, where a deeper queue would only hold data back; and a
+ * channel that shares a slow link with many others, served in bursts a
+ * second apart, moves too little to grow at all (it is pushed back, as a
+ * TCP sender would be). A window that outgrows its ring (a long, fast link)
+ * grows it whatever the rate.
  */
+#define GROW_SECONDS 2
+
 static bool
 outchan_grow(struct outchan *oc, size_t need, bool for_window)
 {
 	struct conn *c = oc->conn;
 	size_t used = ring_used(&oc->ring), cap = oc->ring.cap;
 	uint64_t budget = c->node->cfg.queue_max_bytes;
+	uint64_t rate = atomic_load_explicit(&oc->rate_Bps, memory_order_relaxed);
 	int rc;
 
-	/* Best effort drops rather than queues. And only a peer that stopped
-	 * granting credit makes the queue grow: a ring that fills because the
-	 * socket is momentarily slower than the publisher just pushes back. */
-	(void)for_window;
+	/* Best effort drops rather than queues. */
 	if (oc->src->reliability != TERN_RELIABLE) {
 		return false;
 	}
 	while (cap < used + need) {
 		cap *= 2;
 	}
-	if (atomic_load(&c->ring_bytes) + (cap - oc->ring.cap) > budget) {
+	if (atomic_load(&c->ring_bytes) + (cap - oc->ring.cap) > budget ||
+	    (!for_window && cap > c->peer_window + GROW_SECONDS * rate)) {
 		return false;
 	}
 	pthread_mutex_lock(&c->wlock);
@@ -97,11 +106,14 @@ room_or_grow(struct outchan *oc, size_t len)
 	 * that granted nothing for a while (not a window still growing) is
 	 * queued for, too. */
 	bool kept_most = atomic_load(&oc->sent) > oc->ring.cap / 4 * 3;
-	/* stalled: out of credit, and nothing consumed for a while (a slow link
-	 * still reports progress every round trip; a stopped reader does not) */
+	/* stalled: waiting on the peer, which has neither consumed anything nor
+	 * taken any of this channel's bytes into its socket for a while (a slow
+	 * or crowded link still does one or the other; a stopped reader does
+	 * neither) */
 	uint64_t now = node_now_ms();
 	bool stalled = starved != 0 && now - starved >= GROW_AFTER_MS &&
-	               now - atomic_load(&oc->last_ack_ms) >= GROW_AFTER_MS;
+	               now - atomic_load(&oc->last_ack_ms) >= GROW_AFTER_MS &&
+	               now - atomic_load(&oc->last_write_ms) >= GROW_AFTER_MS;
 	return (kept_most || stalled) && outchan_grow(oc, len + frames * WIRE_HDR_MAX, kept_most);
 }
 

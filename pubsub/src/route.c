@@ -320,6 +320,25 @@ outchan_by_id(struct conn *c, uint64_t id)
 	return NULL;
 }
 
+/* The channel's consumption rate, over intervals of a second at least (it
+ * bounds how deep its queue may grow for a stalled peer: pub.c). */
+static void
+measure_rate(struct outchan *oc)
+{
+	uint64_t now = node_now_ms();
+
+	if (oc->rate_t0_ms == 0) {
+		oc->rate_t0_ms = now;
+		oc->rate_acked0 = oc->acked;
+	} else if (now - oc->rate_t0_ms >= 1000) {
+		atomic_store_explicit(&oc->rate_Bps,
+		                      (oc->acked - oc->rate_acked0) * 1000 / (now - oc->rate_t0_ms),
+		                      memory_order_relaxed);
+		oc->rate_t0_ms = now;
+		oc->rate_acked0 = oc->acked;
+	}
+}
+
 static int
 on_credit(struct conn *c, const struct ctl_msg *m)
 {
@@ -345,6 +364,7 @@ on_credit(struct conn *c, const struct ctl_msg *m)
 		oc->acked = m->u.credit.consumed;
 		route_release_acked(oc);
 		pthread_mutex_unlock(&c->wlock);
+		measure_rate(oc);
 	}
 	if (outchan_unsent(oc) > 0) {
 		atomic_store(&c->pending, 1); /* frames were waiting for this credit */
@@ -421,6 +441,7 @@ route_outchan_new(struct conn *c, struct src *s)
 	atomic_init(&oc->credit, (int64_t)c->peer_window);
 	atomic_init(&oc->sent, 0);
 	atomic_init(&oc->last_ack_ms, node_now_ms());
+	atomic_init(&oc->last_write_ms, node_now_ms());
 	oc->retain = s->reliability == TERN_RELIABLE;
 	atomic_fetch_add(&c->ring_bytes, oc->ring.cap);
 	m.u.open.channel = oc->id;

@@ -525,6 +525,67 @@ test_slow_key_does_not_stop_others(void **state)
 	tern_node_close(a);
 }
 
+/* ---- one large message, two pull subscribers: each gets it whole ---- */
+
+static void
+fill_big(uint8_t *buf, size_t len, int k)
+{
+	for (size_t i = 0; i < len; i++) {
+		buf[i] = (uint8_t)(i * 7 + (size_t)k);
+	}
+}
+
+static void
+test_large_message_two_pull_subs(void **state)
+{
+	enum { LEN = 1 << 20, COUNT = 12 };
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *s1, *s2;
+	tern_pub *pub;
+	uint8_t *want = malloc(LEN);
+	(void)state;
+
+	assert_non_null(want);
+	a = open_node(NULL);
+	b = open_node(NULL);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&s1, a, "big", NULL, NULL), 0);
+	assert_int_equal(tern_sub_open(&s2, a, "big", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&pub, b, "big", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	for (int i = 0; i < 500 && tern_pub_matched(pub) < 1; i++) {
+		usleep(10000);
+	}
+	/* more than either queue holds inline: both take each message as a
+	 * buffer of its own, while small ones share the queue between them */
+	for (int k = 0; k < COUNT; k++) {
+		fill_big(want, LEN, k);
+		assert_int_equal(tern_publish(pub, want, LEN), 0);
+		assert_int_equal(tern_publish(pub, "small", 5), 0);
+	}
+	tern_sub *subs[2] = {s1, s2};
+	for (int n = 0; n < 2; n++) {
+		for (int k = 0; k < COUNT; k++) {
+			tern_msg m;
+			assert_int_equal(tern_sub_recv(subs[n], &m, 5000), 0);
+			assert_int_equal(m.len, LEN);
+			fill_big(want, LEN, k);
+			assert_memory_equal(m.data, want, LEN);
+			assert_int_equal(tern_sub_recv(subs[n], &m, 5000), 0);
+			assert_int_equal(m.len, 5);
+			assert_memory_equal(m.data, "small", 5);
+		}
+	}
+	tern_pub_close(pub);
+	tern_sub_close(s1);
+	tern_sub_close(s2);
+	tern_node_close(b);
+	tern_node_close(a);
+	free(want);
+}
+
 /* ---- a peer that takes nothing for slow_consumer_ms is dropped ---- */
 
 static atomic_long other_got;
@@ -801,6 +862,7 @@ main(void)
 	    cmocka_unit_test(test_oversize_refused),
 	    cmocka_unit_test(test_many_channels_small_batches),
 	    cmocka_unit_test(test_slow_key_does_not_stop_others),
+	    cmocka_unit_test(test_large_message_two_pull_subs),
 	    cmocka_unit_test(test_slow_consumer_dropped),
 	    cmocka_unit_test(test_max_delay_holds_batch),
 	    cmocka_unit_test(test_reset_resumes_reliable),
