@@ -486,13 +486,14 @@ tell_blocked(struct conn *c)
 	return told;
 }
 
-void
+bool
 conn_flush_locked(struct conn *c)
 {
 	struct batch b;
+	bool wrote = false;
 
 	if (c->state == CONN_DEAD || c->state == CONN_CONNECTING) {
-		return;
+		return false;
 	}
 	atomic_store(&c->pending, 0);
 	for (;;) {
@@ -504,7 +505,7 @@ conn_flush_locked(struct conn *c)
 		}
 		if (b.total == 0) {
 			conn_set_epollout(c, false);
-			return;
+			return wrote;
 		}
 		mh.msg_iov = b.iov;
 		mh.msg_iovlen = (size_t)b.n;
@@ -518,14 +519,15 @@ conn_flush_locked(struct conn *c)
 				conn_set_epollout(c, true);
 				atomic_store(&c->pending, 1);
 				mark_choked(c);
-				return;
+				return wrote;
 			}
 			char why[128];
 			snprintf(why, sizeof(why), "write: %s", strerror(errno));
 			atomic_store(&c->dead, 1);
 			snprintf(c->reason, sizeof(c->reason), "%s", why);
-			return;
+			return wrote;
 		}
+		wrote = true;
 		COUNT(c->batches, 1); /* under wlock */
 		COUNT(c->batch_bytes, (uint64_t)n);
 		if ((uint64_t)n > atomic_load_explicit(&c->batch_largest, memory_order_relaxed)) {
@@ -536,20 +538,21 @@ conn_flush_locked(struct conn *c)
 			conn_set_epollout(c, true);
 			atomic_store(&c->pending, 1);
 			mark_choked(c);
-			return;
+			return wrote;
 		}
 	}
 }
 
-void
+bool
 conn_flush(struct conn *c)
 {
 	pthread_mutex_lock(&c->wlock);
-	conn_flush_locked(c);
+	bool wrote = conn_flush_locked(c);
 	pthread_mutex_unlock(&c->wlock);
 	if (atomic_load(&c->dead) && c->state != CONN_DEAD) {
 		conn_fail(c, c->reason[0] ? c->reason : "write failed");
 	}
+	return wrote;
 }
 
 /* ---- reading ---- */

@@ -411,7 +411,7 @@ still_filling(struct tern_node *node, struct conn *c)
 	return now - c->fill_since < FILL_MAX_NS;
 }
 
-/* Flush every connection with queued data; true if any was written. */
+/* Flush every connection with queued data; true if anything was written. */
 static bool
 flush_all(struct tern_node *node)
 {
@@ -432,8 +432,9 @@ flush_all(struct tern_node *node)
 				continue;
 			}
 			c->fill_since = 0;
-			conn_flush(c);
-			any = true;
+			/* busy only if bytes moved: data that waits for credit is
+			 * no reason to keep polling */
+			any |= conn_flush(c);
 		}
 	}
 	return any;

@@ -321,8 +321,9 @@ struct conn *conn_new(struct tern_node *node, int fd, bool outbound, bool connec
                       const char *endpoint);
 void conn_start(struct conn *c);
 void conn_on_event(struct conn *c, uint32_t events);
-void conn_flush(struct conn *c);
-void conn_flush_locked(struct conn *c);
+/* Write what is queued; true if the socket took anything. */
+bool conn_flush(struct conn *c);
+bool conn_flush_locked(struct conn *c);
 void conn_send_ctl(struct conn *c, const struct ctl_msg *m);
 void conn_send_ctl_locked(struct conn *c, const struct ctl_msg *m);
 void conn_fail(struct conn *c, const char *why);

@@ -23,12 +23,18 @@
 #include "keyexpr.h"
 #include "node.h"
 
-#define QUIET_NS      20000 /* a gap this long since the last direct write means low load */
-#define GROW_AFTER_MS 300   /* no progress this long: queue instead of pushing back */
+#define QUIET_NS        20000    /* a gap this long since the last direct write means low load */
+#define GROW_AFTER_MS   300      /* no progress this long: queue instead of pushing back */
+#define WAIT_RECHECK_NS 20000000 /* a publisher waiting for room looks again this often */
 
+/* Wake a publisher waiting for room. The fence orders the change that made
+ * room (a release store to a ring's head) before the look at `waiters`; the
+ * waiter increments `waiters` before it looks at the room: one of the two
+ * sees the other. */
 void
 pub_wake(struct tern_pub *pub)
 {
+	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load(&pub->waiters) > 0) {
 		pthread_mutex_lock(&pub->wait_lock);
 		pthread_cond_broadcast(&pub->wait_cond);
@@ -149,9 +155,9 @@ flush_now(struct outchan *oc, bool wait_lock)
  * After a frame was queued: see that it gets written. A full batch is
  * written by the publishing thread itself, as a plain TCP sender would, so
  * a busy stream needs neither the I/O thread nor a wake-up; a partial batch
- * is left to the I/O thread, which writes it as soon as it looks (it keeps
- * looking for a while after traffic), or, when the connection has been
- * quiet and the I/O thread sleeps, written from here at once, so that
+ * is left to the I/O thread, which writes it once the publisher pauses (it
+ * keeps looking for a while after traffic), or, when the connection has
+ * been quiet and the I/O thread sleeps, written from here at once, so that
  * batching adds no latency at low load.
  */
 static void
@@ -166,10 +172,13 @@ kick(struct outchan *oc)
 		 * write), else from here. A message never waits for a batch to
 		 * fill; one published while a write is under way goes out with
 		 * the next write, right behind it. */
-		if (!pthread_equal(pthread_self(), node->thread) &&
-		    atomic_load_explicit(&node->spinning, memory_order_relaxed)) {
+		if (!pthread_equal(pthread_self(), node->thread) && atomic_load(&node->spinning)) {
 			atomic_store(&c->pending, 1);
-			return;
+			/* still polling after the flag is set: it sees the flag
+			 * before it sleeps (io_sleep); else write it here */
+			if (atomic_load(&node->spinning)) {
+				return;
+			}
 		}
 		flush_now(oc, true);
 		return;
@@ -259,7 +268,7 @@ wait_room(struct outchan *oc, size_t len, struct tern_pub *pub, uint64_t *deadli
 			break;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 2000000; /* re-check: a grant may race with this wait */
+		ts.tv_nsec += WAIT_RECHECK_NS; /* a stalled peer is queued for after a while */
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
@@ -551,12 +560,14 @@ tern_publish(tern_pub *pub, const void *data, size_t len)
 }
 
 /* Nothing left to write (or, with consumed, nothing the peers have not
- * consumed yet) on this publisher's live channels. */
+ * consumed yet) on this publisher's live channels. *flagged: data was left
+ * that no one was flagged to write (the I/O thread must look). */
 static bool
-pub_drained(struct tern_pub *pub, bool consumed)
+pub_drained(struct tern_pub *pub, bool consumed, bool *flagged)
 {
 	bool empty = true;
 
+	*flagged = false;
 	pthread_mutex_lock(&pub->lock);
 	for (int k = 0; k < pub->src.nouts; k++) {
 		struct outchan *oc = pub->src.outs[k];
@@ -565,6 +576,7 @@ pub_drained(struct tern_pub *pub, bool consumed)
 			empty = false;
 			if (!atomic_load(&oc->conn->pending)) {
 				atomic_store(&oc->conn->pending, 1);
+				*flagged = true;
 			}
 		}
 	}
@@ -572,18 +584,26 @@ pub_drained(struct tern_pub *pub, bool consumed)
 	return empty;
 }
 
+/* Poll until drained: from every half millisecond, backing off to every
+ * 10 ms, so that a hundred publishers draining a slow link do not keep the
+ * machine busy switching between them. */
 static int
 pub_wait_drained(tern_pub *pub, int timeout_ms, bool consumed)
 {
 	uint64_t deadline = node_now_ms() + (uint64_t)(timeout_ms < 0 ? 86400000 : timeout_ms);
+	long wait_ns = 500000;
+	bool flagged;
 
-	while (!pub_drained(pub, consumed)) {
-		struct timespec ts = {0, 500000};
+	while (!pub_drained(pub, consumed, &flagged)) {
+		struct timespec ts = {0, wait_ns};
 		if (node_now_ms() >= deadline) {
 			return tern__error(TERN_ETIMEDOUT, "flush of '%s' timed out", pub->src.key);
 		}
-		node_wake(pub->node);
+		if (flagged) {
+			node_wake(pub->node);
+		}
 		nanosleep(&ts, NULL);
+		wait_ns = wait_ns * 2 > 10000000 ? 10000000 : wait_ns * 2;
 	}
 	return 0;
 }
