@@ -44,6 +44,12 @@ ring_grow(struct ring *r, size_t min_cap)
 		cap <<= 1;
 	}
 	if (cap == r->cap) {
+		/* Big enough already: the consumer made room since the producer
+		 * last looked. The producer writes next without asking for room,
+		 * so its copy of head must be current: a stale one would let
+		 * tail run more than cap past it, and the next room check's
+		 * unsigned arithmetic would wrap and say yes to anything. */
+		r->head_seen = atomic_load_explicit(&r->head, memory_order_acquire);
 		return 0;
 	}
 	buf = malloc(cap);

@@ -266,6 +266,33 @@ tern_sub_open(tern_sub **out, tern_node *node, const char *keyexpr, tern_sub_fn 
 	return 0;
 }
 
+/* The I/O thread marks a queue stalled, then looks at head once more; we
+ * move head, then look at the flag. Without a fence between the two the
+ * store of head may still sit in this core's store buffer while both sides
+ * read the other's old value. A recv that finds entries needs no fence: a
+ * later recv sees the flag. One that finds the queue empty (about to wait,
+ * or to return for a poll) fences first, so that a missed flag never
+ * leaves the I/O thread asleep with room it does not know of. */
+static void
+wake_if_stalled(struct tern_sub *sub)
+{
+	if (atomic_load_explicit(&sub->stalled, memory_order_relaxed) &&
+	    atomic_exchange(&sub->stalled, false)) {
+		node_wake(sub->node); /* the I/O thread waits for room here */
+	}
+}
+
+static bool
+queue_empty(struct tern_sub *sub)
+{
+	if (ring_readable(&sub->ring) > 0) {
+		return false;
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	wake_if_stalled(sub);
+	return ring_readable(&sub->ring) == 0;
+}
+
 /* Release the entry handed out by the previous recv. */
 static void
 release_previous(struct tern_sub *sub)
@@ -278,10 +305,7 @@ release_previous(struct tern_sub *sub)
 		free(sub->heap);
 		sub->heap = NULL;
 	}
-	if (atomic_load_explicit(&sub->stalled, memory_order_relaxed) &&
-	    atomic_exchange(&sub->stalled, false)) {
-		node_wake(sub->node); /* the I/O thread waits for room here */
-	}
+	wake_if_stalled(sub);
 }
 
 static int
@@ -289,7 +313,7 @@ wait_entry(struct tern_sub *sub, int timeout_ms)
 {
 	struct timespec ts;
 
-	if (ring_readable(&sub->ring) > 0) {
+	if (!queue_empty(sub)) {
 		return 0;
 	}
 	if (timeout_ms == 0) {

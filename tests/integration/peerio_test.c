@@ -586,6 +586,72 @@ test_large_message_two_pull_subs(void **state)
 	free(want);
 }
 
+/* ---- a pull queue that filled up resumes as soon as it is drained ---- */
+
+struct counted_pub {
+	tern_pub *pub;
+	int count;
+	int rc;
+};
+
+static void *
+counted_thread(void *arg)
+{
+	struct counted_pub *cp = arg;
+	uint8_t buf[8192];
+
+	for (int i = 0; i < cp->count && cp->rc == 0; i++) {
+		memset(buf, i & 0xff, sizeof(buf));
+		memcpy(buf, &i, sizeof(i));
+		cp->rc = tern_publish(cp->pub, buf, sizeof(buf));
+	}
+	return NULL;
+}
+
+static void
+test_full_queue_resumes(void **state)
+{
+	enum { COUNT = 20000 };
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *sub;
+	pthread_t t;
+	struct counted_pub cp = {.count = COUNT};
+	(void)state;
+
+	a = open_node(NULL);
+	b = open_node(NULL);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "fill", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&cp.pub, b, "fill", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	for (int i = 0; i < 500 && tern_pub_matched(cp.pub) < 1; i++) {
+		usleep(10000);
+	}
+	assert_int_equal(pthread_create(&t, NULL, counted_thread, &cp), 0);
+	/* pause now and then so that the queue fills and the I/O thread waits
+	 * for room, then drain it: each drain must wake the I/O thread, or a
+	 * recv below waits until its timeout */
+	for (int i = 0; i < COUNT; i++) {
+		tern_msg m;
+		int id;
+		if (i % 256 == 255) {
+			usleep(300);
+		}
+		assert_int_equal(tern_sub_recv(sub, &m, 3000), 0);
+		assert_int_equal(m.len, 8192);
+		memcpy(&id, m.data, sizeof(id));
+		assert_int_equal(id, i);
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(cp.rc, 0);
+	tern_pub_close(cp.pub);
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
 /* ---- a peer that takes nothing for slow_consumer_ms is dropped ---- */
 
 static atomic_long other_got;
@@ -863,6 +929,7 @@ main(void)
 	    cmocka_unit_test(test_many_channels_small_batches),
 	    cmocka_unit_test(test_slow_key_does_not_stop_others),
 	    cmocka_unit_test(test_large_message_two_pull_subs),
+	    cmocka_unit_test(test_full_queue_resumes),
 	    cmocka_unit_test(test_slow_consumer_dropped),
 	    cmocka_unit_test(test_max_delay_holds_batch),
 	    cmocka_unit_test(test_reset_resumes_reliable),

@@ -1,0 +1,91 @@
+/*
+ * ring_test.c - the byte ring: room checks with the producer's cached copy
+ * of head, growth, and wrap-around.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ring.h"
+
+static uint8_t blob[4096];
+
+static void
+test_room_follows_consumer(void **state)
+{
+	struct ring r;
+	(void)state;
+
+	assert_int_equal(ring_init(&r, 4096), 0);
+	ring_put(&r, blob, 3000, NULL, 0);
+	assert_false(ring_has_space(&r, 2000));
+	ring_consume(&r, 3000);
+	assert_true(ring_has_space(&r, 4096));
+	ring_put(&r, blob, 4096, NULL, 0); /* wraps around the end */
+	assert_false(ring_has_space(&r, 1));
+	assert_int_equal(ring_used(&r), 4096);
+	ring_free(&r);
+}
+
+/* A grow that finds the ring big enough (the consumer made room after the
+ * producer's last look) must leave the producer's room checks right. */
+static void
+test_grow_to_same_size_keeps_room_checks(void **state)
+{
+	struct ring r;
+	(void)state;
+
+	assert_int_equal(ring_init(&r, 4096), 0);
+	ring_put(&r, blob, 3000, NULL, 0);
+	assert_false(ring_has_space(&r, 2000)); /* the producer looked: full */
+	ring_consume(&r, 3000);                 /* the consumer made room */
+	assert_int_equal(ring_grow(&r, ring_used(&r) + 2000), 0);
+	assert_int_equal(r.cap, 4096);
+	ring_put(&r, blob, 2000, NULL, 0);
+	ring_put(&r, blob, 1500, NULL, 0);
+	assert_int_equal(ring_used(&r), 3500);
+	assert_false(ring_has_space(&r, 1000));
+	assert_true(ring_has_space(&r, 596));
+	ring_free(&r);
+}
+
+static void
+test_grow_keeps_contents(void **state)
+{
+	struct ring r;
+	uint8_t out[3000];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(blob); i++) {
+		blob[i] = (uint8_t)(i * 7);
+	}
+	assert_int_equal(ring_init(&r, 4096), 0);
+	ring_put(&r, blob, 3000, NULL, 0);
+	ring_consume(&r, 2000);
+	ring_put(&r, blob + 1000, 2000, NULL, 0); /* wraps */
+	assert_int_equal(ring_grow(&r, 8192), 0);
+	assert_int_equal(r.cap, 8192);
+	assert_int_equal(ring_used(&r), 3000);
+	ring_peek(&r, 0, out, 3000);
+	assert_memory_equal(out, blob + 2000, 1000);
+	assert_memory_equal(out + 1000, blob + 1000, 2000);
+	assert_true(ring_has_space(&r, 8192 - 3000));
+	assert_false(ring_has_space(&r, 8192 - 3000 + 1));
+	ring_free(&r);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_room_follows_consumer),
+	    cmocka_unit_test(test_grow_to_same_size_keeps_room_checks),
+	    cmocka_unit_test(test_grow_keeps_contents),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
