@@ -54,6 +54,25 @@ test_grow_to_same_size_keeps_room_checks(void **state)
 	ring_free(&r);
 }
 
+/* However far behind the real head the producer's copy is, a room check
+ * answers from the real head. */
+static void
+test_stale_copy_of_head(void **state)
+{
+	struct ring r;
+	(void)state;
+
+	assert_int_equal(ring_init(&r, 4096), 0);
+	ring_put(&r, blob, 3000, NULL, 0);
+	assert_false(ring_has_space(&r, 2000)); /* the copy of head: 0 */
+	ring_consume(&r, 3000);
+	ring_put(&r, blob, 2000, NULL, 0); /* room known from elsewhere */
+	assert_int_equal(ring_used(&r), 2000);
+	assert_false(ring_has_space(&r, 2097));
+	assert_true(ring_has_space(&r, 2096));
+	ring_free(&r);
+}
+
 static void
 test_grow_keeps_contents(void **state)
 {
@@ -85,6 +104,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_room_follows_consumer),
 	    cmocka_unit_test(test_grow_to_same_size_keeps_room_checks),
+	    cmocka_unit_test(test_stale_copy_of_head),
 	    cmocka_unit_test(test_grow_keeps_contents),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -80,8 +80,12 @@ bool
 ring_has_space(struct ring *r, size_t n)
 {
 	size_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	size_t used = tail - r->head_seen;
 
-	if (r->cap - (tail - r->head_seen) >= n) {
+	/* The copy of head may be older than the last put was checked
+	 * against (a put after a grow found room): then it says more than
+	 * cap is used, and only the real head tells. */
+	if (used <= r->cap && r->cap - used >= n) {
 		return true;
 	}
 	r->head_seen = atomic_load_explicit(&r->head, memory_order_acquire);
