@@ -44,12 +44,9 @@ ring_grow(struct ring *r, size_t min_cap)
 		cap <<= 1;
 	}
 	if (cap == r->cap) {
-		/* Big enough already: the consumer made room since the producer
-		 * last looked. The producer writes next without asking for room,
-		 * so its copy of head must be current: a stale one would let
-		 * tail run more than cap past it, and the next room check's
-		 * unsigned arithmetic would wrap and say yes to anything. */
-		r->head_seen = atomic_load_explicit(&r->head, memory_order_acquire);
+		/* big enough already: the consumer made room since the producer
+		 * last looked (its copy of head is stale, which ring_has_space
+		 * allows for) */
 		return 0;
 	}
 	buf = malloc(cap);
@@ -82,9 +79,9 @@ ring_has_space(struct ring *r, size_t n)
 	size_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	size_t used = tail - r->head_seen;
 
-	/* The copy of head may be older than the last put was checked
-	 * against (a put after a grow found room): then it says more than
-	 * cap is used, and only the real head tells. */
+	/* The copy of head may lag more than cap behind tail (a put that
+	 * found room through ring_grow never looked at it): then it says
+	 * more than cap is used, and only the real head tells. */
 	if (used <= r->cap && r->cap - used >= n) {
 		return true;
 	}
