@@ -32,6 +32,17 @@ test_room_follows_consumer(void **state)
 	ring_free(&r);
 }
 
+/* A 4 KiB ring the producer last found full (its copy of head is 0) and
+ * the consumer has emptied since: head is 3000. */
+static void
+ring_drained_unseen(struct ring *r)
+{
+	assert_int_equal(ring_init(r, 4096), 0);
+	ring_put(r, blob, 3000, NULL, 0);
+	assert_false(ring_has_space(r, 2000)); /* the producer looked: full */
+	ring_consume(r, 3000);                 /* the consumer made room */
+}
+
 /* A grow that finds the ring big enough (the consumer made room after the
  * producer's last look) must leave the producer's room checks right. */
 static void
@@ -40,10 +51,7 @@ test_grow_to_same_size_keeps_room_checks(void **state)
 	struct ring r;
 	(void)state;
 
-	assert_int_equal(ring_init(&r, 4096), 0);
-	ring_put(&r, blob, 3000, NULL, 0);
-	assert_false(ring_has_space(&r, 2000)); /* the producer looked: full */
-	ring_consume(&r, 3000);                 /* the consumer made room */
+	ring_drained_unseen(&r);
 	assert_int_equal(ring_grow(&r, ring_used(&r) + 2000), 0);
 	assert_int_equal(r.cap, 4096);
 	ring_put(&r, blob, 2000, NULL, 0);
@@ -62,10 +70,7 @@ test_stale_copy_of_head(void **state)
 	struct ring r;
 	(void)state;
 
-	assert_int_equal(ring_init(&r, 4096), 0);
-	ring_put(&r, blob, 3000, NULL, 0);
-	assert_false(ring_has_space(&r, 2000)); /* the copy of head: 0 */
-	ring_consume(&r, 3000);
+	ring_drained_unseen(&r);
 	ring_put(&r, blob, 2000, NULL, 0); /* room known from elsewhere */
 	assert_int_equal(ring_used(&r), 2000);
 	assert_false(ring_has_space(&r, 2097));

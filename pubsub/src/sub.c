@@ -266,13 +266,6 @@ tern_sub_open(tern_sub **out, tern_node *node, const char *keyexpr, tern_sub_fn 
 	return 0;
 }
 
-/* The I/O thread marks a queue stalled, then looks at head once more; we
- * move head, then look at the flag. Without a fence between the two the
- * store of head may still sit in this core's store buffer while both sides
- * read the other's old value. A recv that finds entries needs no fence: a
- * later recv sees the flag. One that finds the queue empty (about to wait,
- * or to return for a poll) fences first, so that a missed flag never
- * leaves the I/O thread asleep with room it does not know of. */
 static void
 wake_if_stalled(struct tern_sub *sub)
 {
@@ -282,6 +275,13 @@ wake_if_stalled(struct tern_sub *sub)
 	}
 }
 
+/* The I/O thread marks a queue stalled, then looks at head once more; we
+ * move head, then look at the flag. Without a fence between the two the
+ * store of head may still sit in this core's store buffer while both sides
+ * read the other's old value. A recv that finds entries needs no fence: a
+ * later recv sees the flag. One that finds the queue empty (about to wait,
+ * or to return for a poll) fences first, so that a missed flag never
+ * leaves the I/O thread asleep with room it does not know of. */
 static bool
 queue_empty(struct tern_sub *sub)
 {
