@@ -169,6 +169,8 @@ await main('dashboard_ws', async () => {
   const updated = await client.next('run_updated', (m) => m.type === 'run_updated' && m.run.id === 3, 3000);
   check(updated.run.status === 'finished' && updated.run.results === 3, `run_updated: ${JSON.stringify(updated.run)}`);
   for (const c of [client, second]) {
+    // The server writes to each client in turn: the second may still be receiving.
+    await c.next('run_updated on each client', (m) => m.type === 'run_updated' && m.run.id === 3, 3000);
     const results = c.messages.filter((m) => m.type === 'result' && m.run_id === 3);
     check(results.length === 3, `each client gets 3 result pushes, got ${results.length}`);
     check(results.every((m, i) => m.result.layer === live[i].layer && m.result.records_per_msg === live[i].records_per_msg), 'results arrive in order');
