@@ -1,17 +1,12 @@
 /*
- * conn.c - one connection: handshake, reading and dispatching frames, and
- * the write path shared by the I/O thread and low-latency publishers.
+ * conn.c - one connection: handshake, reading and dispatching frames, the
+ * channel tables, and the write path shared by the I/O thread and
+ * publishing threads. See conn.h for the threads and locks.
  *
- * Write path: conn->out holds control frames and the unwritten tail of a
- * batch; each outchan ring holds whole data frames. A flush gathers
- * conn->out plus whole frames from the rings, round-robin across channels,
- * into one sendmsg of at most batch_max bytes. What the socket did not take
- * is copied to conn->out, so a ring only ever gives up whole frames and the
- * next flush continues exactly where the socket stopped.
- *
- * Read path: frames are parsed in place in rbuf; a frame that cannot be
- * delivered yet (a full subscriber or onward channel) is copied to its
- * channel's backlog, which flow control bounds by the channel's window.
+ * A flush writes what the socket takes; a ring only ever gives up whole
+ * frames, and a frame the socket cut in two is finished from conn->out
+ * before anything else, so the next flush continues exactly where the
+ * socket stopped.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -23,58 +18,61 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
+#include "conn.h"
 #include "error.h"
-#include "node.h"
 
 #define OUT_INITIAL  4096
 #define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
 #define IOV_BATCH    256
+#define TOOK_MAX     64
+#define CHANNEL_MAX  (1u << 20) /* highest channel id a peer may open */
 /*
  * On a long round trip, a blocked channel whose receiver keeps up jumps at
  * once to the window that carries FLOOR_RATE bytes a microsecond (25 MB/s),
  * up to WINDOW_FLOOR, instead of doubling its way there one round trip at
- * a time (four round trips, 0.4 s on a 100 ms link); from there it doubles
- * while the link takes more. On a short round trip the floor is tiny: a
- * receiver that cannot keep up (a hundred senders into one) would only
- * gather bigger windows' worth in its sockets.
+ * a time; from there it doubles while the link takes more. On a short
+ * round trip the floor is tiny: a receiver that cannot keep up (a hundred
+ * senders into one) would only gather bigger windows' worth in its sockets.
  */
 #define WINDOW_FLOOR (2u << 20)
 #define FLOOR_RATE   25
-#define BACKLOG_HDR  26 /* type|flags, header length, seq (8), total (8), len (8) */
 
 static void
 conn_epoll(struct conn *c, int op)
 {
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
 
-	if (c->epollout || c->state == CONN_CONNECTING) {
+	if (c->epollout || conn_state(c) == CONN_CONNECTING) {
 		ev.events |= EPOLLOUT;
 	}
-	ev.data.ptr = &c->ev;
-	epoll_ctl(c->node->epfd, op, c->fd, &ev);
+	ev.data.ptr = c->ev_tag;
+	epoll_ctl(c->env->epfd, op, c->fd, &ev);
 }
 
-void
-conn_set_epollout(struct conn *c, bool on)
+static void
+set_epollout(struct conn *c, bool on)
 {
 	atomic_store_explicit(&c->choked, on, memory_order_relaxed);
-	if (c->epollout != on && c->state != CONN_DEAD) {
+	if (c->epollout != on && conn_state(c) != CONN_DEAD) {
 		c->epollout = on;
 		conn_epoll(c, EPOLL_CTL_MOD);
 	}
 }
 
 struct conn *
-conn_new(struct tern_node *node, int fd, bool outbound, bool connecting, const char *endpoint)
+conn_new(const struct conn_env *env, int fd, bool outbound, bool connecting, const char *endpoint,
+         const struct conn_ops *ops, void *arg, void *ev_tag)
 {
+	const tern_config *cfg = env->cfg;
 	struct conn *c = calloc(1, sizeof(*c));
 	size_t rcap = 256u << 10;
 
 	if (c == NULL) {
 		return NULL;
 	}
-	if (rcap < 2ull * (node->cfg.chunk_bytes + WIRE_HDR_MAX)) {
-		rcap = 2ull * (node->cfg.chunk_bytes + WIRE_HDR_MAX);
+	if (rcap < 2ull * (cfg->chunk_bytes + WIRE_HDR_MAX)) {
+		rcap = 2ull * (cfg->chunk_bytes + WIRE_HDR_MAX);
 	}
 	c->rmax = rcap;
 	rcap = READ_INITIAL < rcap ? READ_INITIAL : rcap;
@@ -86,105 +84,24 @@ conn_new(struct tern_node *node, int fd, bool outbound, bool connecting, const c
 		free(c);
 		return NULL;
 	}
-	c->ev.kind = EV_CONN;
-	c->node = node;
+	c->ev_tag = ev_tag;
+	c->env = env;
+	c->ops = ops;
+	c->arg = arg;
 	c->fd = fd;
 	c->rcap = rcap;
 	c->out_cap = OUT_INITIAL;
 	c->outbound = outbound;
-	c->state = connecting ? CONN_CONNECTING : CONN_HANDSHAKE;
+	atomic_init(&c->state, connecting ? CONN_CONNECTING : CONN_HANDSHAKE);
 	c->next_chan = 1;
-	c->low_latency = node->cfg.low_latency;
-	c->batch_max = node->cfg.batch_max_bytes;
-	c->created_ms = c->last_rx_ms = c->last_ping_ms = node_now_ms();
-	c->reasm_budget = node->cfg.queue_max_bytes;
+	c->low_latency = cfg->low_latency;
+	c->batch_max = cfg->batch_max_bytes;
+	c->created_ms = c->last_rx_ms = c->last_ping_ms = clock_ms();
+	c->reasm_budget = cfg->queue_max_bytes;
+	c->budget.max = cfg->queue_max_bytes;
 	snprintf(c->endpoint, sizeof(c->endpoint), "%s", endpoint);
 	pthread_mutex_init(&c->wlock, NULL);
-	c->next = node->conns;
-	node->conns = c;
 	return c;
-}
-
-static void
-send_hello(struct conn *c)
-{
-	struct tern_node *node = c->node;
-	struct ctl_msg m = {.type = CTL_HELLO};
-	uint8_t pre[WIRE_PREAMBLE_LEN];
-	int one = 1;
-
-	/* tern batches by itself; Nagle's delay would only add latency */
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	m.u.hello.id.p = node->id;
-	m.u.hello.id.len = strlen(node->id);
-	m.u.hello.mode = (uint64_t)node->cfg.mode;
-	m.u.hello.low_latency = node->cfg.low_latency;
-	m.u.hello.batch_max = node->cfg.batch_max_bytes;
-	m.u.hello.chunk = node->cfg.chunk_bytes;
-	m.u.hello.max_message = node->cfg.max_message_bytes;
-	m.u.hello.window = node->window_init;
-	m.u.hello.keepalive_ms = node->cfg.keepalive_ms;
-	wire_preamble_encode(pre);
-	pthread_mutex_lock(&c->wlock);
-	memcpy(c->out, pre, sizeof(pre));
-	c->out_len = sizeof(pre);
-	conn_send_ctl_locked(c, &m);
-	conn_flush_locked(c);
-	pthread_mutex_unlock(&c->wlock);
-}
-
-void
-conn_start(struct conn *c)
-{
-	conn_epoll(c, EPOLL_CTL_ADD);
-	if (c->state == CONN_HANDSHAKE) {
-		send_hello(c);
-	}
-}
-
-void
-conn_fail(struct conn *c, const char *why)
-{
-	if (c->state == CONN_DEAD) {
-		return;
-	}
-	atomic_store(&c->dead, 1);
-	c->state = CONN_DEAD;
-	snprintf(c->reason, sizeof(c->reason), "%s", why);
-	epoll_ctl(c->node->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	shutdown(c->fd, SHUT_RDWR);
-	/* publishers blocked on this connection give up on it */
-	for (int i = 0; i < c->nout; i++) {
-		if (c->outv[i]->src->pub != NULL) {
-			pub_wake(c->outv[i]->src->pub);
-		}
-	}
-}
-
-void
-conn_free(struct conn *c)
-{
-	for (int i = 0; i < c->nout; i++) {
-		route_outchan_free(c->outv[i]);
-	}
-	free(c->outv);
-	for (uint32_t i = 0; i < c->ins_cap; i++) {
-		struct inchan *in = c->ins[i];
-		if (in == NULL) {
-			continue;
-		}
-		reasm_free(&in->reasm, &c->reasm_budget);
-		free(in->done_buf);
-		free(in->backlog);
-		free(in);
-	}
-	free(c->ins);
-	free(c->dirty);
-	close(c->fd);
-	pthread_mutex_destroy(&c->wlock);
-	free(c->rbuf);
-	free(c->out);
-	free(c);
 }
 
 /* ---- writing ---- */
@@ -209,8 +126,8 @@ out_reserve(struct conn *c, size_t more)
 	return true;
 }
 
-void
-conn_send_ctl_locked(struct conn *c, const struct ctl_msg *m)
+static void
+send_ctl_locked(struct conn *c, const struct ctl_msg *m)
 {
 	uint8_t body[CTL_MSG_MAX];
 	struct wire_frame f = {.type = WIRE_CONTROL};
@@ -230,48 +147,8 @@ void
 conn_send_ctl(struct conn *c, const struct ctl_msg *m)
 {
 	pthread_mutex_lock(&c->wlock);
-	conn_send_ctl_locked(c, m);
+	send_ctl_locked(c, m);
 	pthread_mutex_unlock(&c->wlock);
-}
-
-/*
- * Bytes of whole frames in ring starting at base (a frame boundary): at
- * most limit (but at least one frame if it fits in room), and never more
- * than the channel's credit, which counts frames as they are on the wire.
- */
-static size_t
-frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room, int64_t credit)
-{
-	size_t off = 0;
-
-	if (credit <= 0) {
-		return 0;
-	}
-	if (used <= limit && used <= (uint64_t)credit) {
-		return used;
-	}
-	while (off < used) {
-		uint8_t hdr[WIRE_HDR_MAX];
-		struct wire_frame f;
-		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
-
-		const uint8_t *h = ring_view(r, base + off, n, hdr);
-		if (wire_header_decode_fast(h, n, UINT64_MAX, &f, &hlen) != 1) {
-			break;
-		}
-		size_t flen = hlen + (size_t)f.len;
-		if (off + flen > (uint64_t)credit) {
-			break;
-		}
-		if (off + flen > limit && !(off == 0 && flen <= room)) {
-			break;
-		}
-		off += flen;
-		if (off >= limit) {
-			break;
-		}
-	}
-	return off;
 }
 
 struct batch {
@@ -279,57 +156,43 @@ struct batch {
 	struct outchan *chan[IOV_BATCH]; /* NULL: conn->out */
 	int n;
 	size_t total;
-	size_t taken[64];
-	struct outchan *took[64];
+	size_t taken[TOOK_MAX];
+	struct outchan *took[TOOK_MAX];
 	int ntook;
 };
-
-/* Data of this channel waits on the peer, for credit or for a socket the
- * peer does not read: from now on, unless it reports progress. */
-static void
-mark_starved(struct outchan *oc)
-{
-	if (atomic_load(&oc->starved_since_ms) == 0) {
-		atomic_store(&oc->starved_since_ms, node_now_ms());
-	}
-}
 
 /* The socket is full: every channel with data waiting waits on the peer. */
 static void
 mark_choked(struct conn *c)
 {
+	uint64_t now = clock_ms();
+
 	for (int i = 0; i < c->nout; i++) {
 		if (outchan_unsent(c->outv[i]) > 0) {
-			mark_starved(c->outv[i]);
+			outchan_mark_starved(c->outv[i], now);
 		}
 	}
 }
 
 static void
-gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room)
+gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room, uint64_t now)
 {
-	size_t used = ring_used(&oc->ring);
-	size_t already = atomic_load_explicit(&oc->sent, memory_order_relaxed);
-	int k;
+	size_t already = 0;
+	int k, nv;
 
 	for (k = 0; k < b->ntook; k++) {
 		if (b->took[k] == oc) {
-			already += b->taken[k];
+			already = b->taken[k];
 			break;
 		}
 	}
-	if (used <= already || b->n > IOV_BATCH - 2 || (k == b->ntook && b->ntook == 64)) {
+	if (b->n > IOV_BATCH - 2 || (k == b->ntook && b->ntook == TOOK_MAX)) {
 		return;
 	}
-	size_t take = frames_prefix(&oc->ring, already, used - already, limit, room,
-	                            atomic_load_explicit(&oc->credit, memory_order_acquire));
+	size_t take = outchan_take(oc, already, limit, room, &b->iov[b->n], &nv, now);
 	if (take == 0) {
-		oc->want_blocked = true; /* waiting for credit, not for room */
-		mark_starved(oc);
 		return;
 	}
-	atomic_fetch_sub(&oc->credit, (int64_t)take);
-	int nv = ring_iov(&oc->ring, already, take, &b->iov[b->n]);
 	for (int i = 0; i < nv; i++) {
 		b->chan[b->n + i] = oc;
 	}
@@ -347,6 +210,7 @@ static void
 gather(struct conn *c, struct batch *b)
 {
 	size_t budget = c->batch_max;
+	uint64_t now = clock_ms();
 	int active = 0;
 
 	b->n = b->ntook = 0;
@@ -358,7 +222,7 @@ gather(struct conn *c, struct batch *b)
 		b->n = 1;
 		b->total = c->out_len;
 	}
-	if (c->state != CONN_READY || b->total >= budget) {
+	if (conn_state(c) != CONN_READY || b->total >= budget) {
 		return;
 	}
 	for (int i = 0; i < c->nout; i++) {
@@ -368,59 +232,36 @@ gather(struct conn *c, struct batch *b)
 		size_t share = (budget - b->total) / (size_t)active;
 		for (int i = 0; i < c->nout && b->total < budget; i++) {
 			struct outchan *oc = c->outv[(c->rr + i) % c->nout];
-			gather_chan(b, oc, pass == 0 ? share : budget - b->total,
-			            budget - b->total);
+			gather_chan(b, oc, pass == 0 ? share : budget - b->total, budget - b->total,
+			            now);
 		}
 	}
 	c->rr = c->nout > 0 ? (c->rr + 1) % c->nout : 0;
 }
 
-/*
- * The socket took `written` of the taken bytes of a channel's range (which
- * starts at the channel's first unsent byte). A frame cut in two must be
- * finished before anything else is written, so its remainder moves to
- * conn->out; whole frames the socket did not take stay in the ring, and
- * their credit is given back. Returns the bytes the ring is done with.
- */
-static size_t
-settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written)
+/* A channel's part of a write: a frame the socket cut moves to conn->out. */
+static void
+settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written, uint64_t now)
 {
-	size_t base = oc->retain ? atomic_load(&oc->sent) : 0;
-	size_t end = 0;
+	size_t end = outchan_cut_end(oc, taken, written);
 
-	if (written == taken) {
-		return taken;
-	}
-	while (written > 0 && end < written) { /* the end of the frame holding the cut */
-		uint8_t hdr[WIRE_HDR_MAX];
-		struct wire_frame f;
-		size_t hlen, n = taken - end < sizeof(hdr) ? taken - end : sizeof(hdr);
-
-		const uint8_t *h = ring_view(&oc->ring, base + end, n, hdr);
-		if (wire_header_decode_fast(h, n, UINT64_MAX, &f, &hlen) != 1) {
-			end = taken; /* cannot happen: rings hold frames this node encoded */
-			break;
-		}
-		end += hlen + (size_t)f.len;
-	}
 	if (end > written) {
-		if (!out_reserve(c, end - written)) {
+		if (out_reserve(c, end - written)) {
+			outchan_copy_cut(oc, written, c->out + c->out_len, end - written);
+			c->out_len += end - written;
+		} else {
 			atomic_store(&c->dead, 1);
 			snprintf(c->reason, sizeof(c->reason), "out of memory");
-			return end;
 		}
-		ring_peek(&oc->ring, base + written, c->out + c->out_len, end - written);
-		c->out_len += end - written;
 	}
-	atomic_fetch_add(&oc->credit, (int64_t)(taken - end));
-	return end;
+	outchan_settle(oc, taken, end, written > 0, now);
 }
 
 /* The socket took `written` bytes of the batch: release them. */
 static void
 settle(struct conn *c, struct batch *b, size_t written)
 {
-	size_t written_ch[64] = {0};
+	size_t written_ch[TOOK_MAX] = {0};
 
 	/* conn->out is the batch's first segment, if any; the rest are rings */
 	if (b->n > 0 && b->chan[0] == NULL) {
@@ -441,24 +282,9 @@ settle(struct conn *c, struct batch *b, size_t written)
 		}
 		written -= w;
 	}
-	uint64_t now_ms = b->ntook > 0 ? node_now_ms() : 0;
+	uint64_t now = b->ntook > 0 ? clock_ms() : 0;
 	for (int k = 0; k < b->ntook; k++) {
-		struct outchan *oc = b->took[k];
-		size_t done = settle_chan(c, oc, b->taken[k], written_ch[k]);
-		if (written_ch[k] > 0) {
-			atomic_store_explicit(&oc->last_write_ms, now_ms, memory_order_relaxed);
-		}
-		if (oc->retain) { /* kept until the peer reports it consumed */
-			atomic_store_explicit(&oc->sent, atomic_load(&oc->sent) + done,
-			                      memory_order_relaxed);
-		} else {
-			ring_consume(&oc->ring, done);
-		}
-		/* room in a reliable channel's ring comes from the peer's
-		 * acknowledgement, not from the write */
-		if (!oc->retain && oc->src->pub != NULL && atomic_load(&oc->src->pub->waiters)) {
-			pub_wake(oc->src->pub);
-		}
+		settle_chan(c, b->took[k], b->taken[k], written_ch[k], now);
 	}
 }
 
@@ -479,20 +305,45 @@ tell_blocked(struct conn *c)
 			struct ctl_msg m = {.type = CTL_BLOCKED};
 			m.u.credit.channel = oc->id;
 			m.u.credit.bytes = 0;
-			conn_send_ctl_locked(c, &m);
+			send_ctl_locked(c, &m);
 			told = true;
 		}
 	}
 	return told;
 }
 
-bool
-conn_flush_locked(struct conn *c)
+static void
+count_write(struct conn *c, size_t n)
+{
+	/* one writer at a time (wlock): a relaxed read and store suffice */
+	atomic_store_explicit(&c->batches,
+	                      atomic_load_explicit(&c->batches, memory_order_relaxed) + 1,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&c->batch_bytes,
+	                      atomic_load_explicit(&c->batch_bytes, memory_order_relaxed) + n,
+	                      memory_order_relaxed);
+	if (n > atomic_load_explicit(&c->batch_largest, memory_order_relaxed)) {
+		atomic_store_explicit(&c->batch_largest, n, memory_order_relaxed);
+	}
+}
+
+/* The socket is full: the rest waits for EPOLLOUT. */
+static void
+choke(struct conn *c)
+{
+	set_epollout(c, true);
+	atomic_store(&c->pending, 1);
+	mark_choked(c);
+}
+
+static bool
+flush_locked(struct conn *c)
 {
 	struct batch b;
 	bool wrote = false;
+	int state = conn_state(c);
 
-	if (c->state == CONN_DEAD || c->state == CONN_CONNECTING) {
+	if (state == CONN_DEAD || state == CONN_CONNECTING || atomic_load(&c->dead)) {
 		return false;
 	}
 	atomic_store(&c->pending, 0);
@@ -504,7 +355,7 @@ conn_flush_locked(struct conn *c)
 			continue;
 		}
 		if (b.total == 0) {
-			conn_set_epollout(c, false);
+			set_epollout(c, false);
 			return wrote;
 		}
 		mh.msg_iov = b.iov;
@@ -514,30 +365,21 @@ conn_flush_locked(struct conn *c)
 			if (errno == EINTR) {
 				continue;
 			}
+			settle(c, &b, 0);
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				settle(c, &b, 0);
-				conn_set_epollout(c, true);
-				atomic_store(&c->pending, 1);
-				mark_choked(c);
-				return wrote;
+				choke(c);
+			} else {
+				snprintf(c->reason, sizeof(c->reason), "write: %s",
+				         strerror(errno));
+				atomic_store(&c->dead, 1);
 			}
-			char why[128];
-			snprintf(why, sizeof(why), "write: %s", strerror(errno));
-			atomic_store(&c->dead, 1);
-			snprintf(c->reason, sizeof(c->reason), "%s", why);
 			return wrote;
 		}
 		wrote = true;
-		COUNT(c->batches, 1); /* under wlock */
-		COUNT(c->batch_bytes, (uint64_t)n);
-		if ((uint64_t)n > atomic_load_explicit(&c->batch_largest, memory_order_relaxed)) {
-			atomic_store(&c->batch_largest, (uint64_t)n);
-		}
+		count_write(c, (size_t)n);
 		settle(c, &b, (size_t)n);
 		if ((size_t)n < b.total) {
-			conn_set_epollout(c, true);
-			atomic_store(&c->pending, 1);
-			mark_choked(c);
+			choke(c);
 			return wrote;
 		}
 	}
@@ -547,29 +389,222 @@ bool
 conn_flush(struct conn *c)
 {
 	pthread_mutex_lock(&c->wlock);
-	bool wrote = conn_flush_locked(c);
+	bool wrote = flush_locked(c);
 	pthread_mutex_unlock(&c->wlock);
-	if (atomic_load(&c->dead) && c->state != CONN_DEAD) {
-		conn_fail(c, c->reason[0] ? c->reason : "write failed");
-	}
 	return wrote;
 }
 
-/* ---- reading ---- */
+bool
+conn_try_flush(struct conn *c)
+{
+	if (pthread_mutex_trylock(&c->wlock) != 0) {
+		return false;
+	}
+	bool wrote = flush_locked(c);
+	pthread_mutex_unlock(&c->wlock);
+	return wrote;
+}
 
-static struct inchan *
-inchan_get(struct conn *c, uint64_t id)
+/* ---- life ---- */
+
+static void
+send_hello(struct conn *c)
+{
+	const tern_config *cfg = c->env->cfg;
+	struct ctl_msg m = {.type = CTL_HELLO};
+	uint8_t pre[WIRE_PREAMBLE_LEN];
+	int one = 1;
+
+	/* tern batches by itself; Nagle's delay would only add latency */
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	m.u.hello.id.p = cfg->id;
+	m.u.hello.id.len = strlen(cfg->id);
+	m.u.hello.mode = (uint64_t)cfg->mode;
+	m.u.hello.low_latency = cfg->low_latency;
+	m.u.hello.batch_max = cfg->batch_max_bytes;
+	m.u.hello.chunk = cfg->chunk_bytes;
+	m.u.hello.max_message = cfg->max_message_bytes;
+	m.u.hello.window = c->env->window_init;
+	m.u.hello.keepalive_ms = cfg->keepalive_ms;
+	wire_preamble_encode(pre);
+	pthread_mutex_lock(&c->wlock);
+	memcpy(c->out, pre, sizeof(pre));
+	c->out_len = sizeof(pre);
+	send_ctl_locked(c, &m);
+	flush_locked(c);
+	pthread_mutex_unlock(&c->wlock);
+}
+
+void
+conn_start(struct conn *c)
+{
+	conn_epoll(c, EPOLL_CTL_ADD);
+	if (conn_state(c) == CONN_HANDSHAKE) {
+		send_hello(c);
+	}
+}
+
+void
+conn_fail(struct conn *c, const char *why)
+{
+	bool nothing_to_resume = c->said_goodbye || atomic_load(&c->kill);
+
+	if (conn_state(c) == CONN_DEAD) {
+		return;
+	}
+	atomic_store(&c->dead, 1);
+	atomic_store(&c->state, CONN_DEAD);
+	snprintf(c->reason, sizeof(c->reason), "%s", why);
+	epoll_ctl(c->env->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	shutdown(c->fd, SHUT_RDWR);
+	/* publishers blocked on this connection give up on it */
+	pthread_mutex_lock(&c->wlock);
+	for (int i = 0; i < c->nout; i++) {
+		outchan_break(c->outv[i], nothing_to_resume ? OUTCHAN_DROPPED : OUTCHAN_LOST);
+	}
+	pthread_mutex_unlock(&c->wlock);
+}
+
+void
+conn_free(struct conn *c)
+{
+	for (int i = 0; i < c->nout; i++) {
+		outchan_free(c->outv[i]);
+	}
+	free(c->outv);
+	for (uint32_t i = 0; i < c->ins_cap; i++) {
+		inchan_free(c->ins[i], &c->reasm_budget);
+	}
+	free(c->ins);
+	free(c->dirty);
+	free(c->stalled);
+	close(c->fd);
+	pthread_mutex_destroy(&c->wlock);
+	free(c->rbuf);
+	free(c->out);
+	free(c);
+}
+
+bool
+conn_busy(const struct conn *c)
+{
+	return c->nstalled > 0 || c->nout > 0;
+}
+
+size_t
+conn_queued(struct conn *c)
+{
+	size_t queued = c->out_len;
+
+	for (int i = 0; i < c->nout; i++) {
+		queued += ring_used(&c->outv[i]->ring);
+	}
+	return queued;
+}
+
+uint64_t
+conn_tail_mark(struct conn *c)
+{
+	uint64_t mark = 0;
+
+	for (int i = 0; i < c->nout; i++) {
+		mark += atomic_load_explicit(&c->outv[i]->ring.tail, memory_order_relaxed);
+	}
+	return mark;
+}
+
+/* ---- channels ---- */
+
+struct outchan *
+conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
+                  const struct outchan_ops *ops, void *arg)
+{
+	struct outchan_params p = {.reliable = reliable,
+	                           .frame_max = c->frame_max,
+	                           .peer_window = c->peer_window,
+	                           .ring_min = 256u << 10,
+	                           .flush_lock = &c->wlock,
+	                           .budget = &c->budget,
+	                           .ops = ops,
+	                           .arg = arg,
+	                           .owner = c,
+	                           .label = open->u.open.key.p};
+	struct ctl_msg m = *open;
+	struct outchan *oc;
+
+	if (p.ring_min < 4ull * c->batch_max) {
+		p.ring_min = 4ull * c->batch_max;
+	}
+	if (p.ring_min < 2ull * c->peer_window) { /* the window's worth kept, and more to send */
+		p.ring_min = 2ull * c->peer_window;
+	}
+	pthread_mutex_lock(&c->wlock);
+	if (c->nout == c->out_cap_v) {
+		int cap = c->out_cap_v ? c->out_cap_v * 2 : 8;
+		struct outchan **v = realloc(c->outv, (size_t)cap * sizeof(*v));
+		if (v == NULL) {
+			pthread_mutex_unlock(&c->wlock);
+			return NULL;
+		}
+		c->outv = v;
+		c->out_cap_v = cap;
+	}
+	p.id = c->next_chan;
+	if (outchan_new(&oc, &p) != 0) {
+		pthread_mutex_unlock(&c->wlock);
+		return NULL;
+	}
+	c->next_chan++;
+	m.u.open.channel = oc->id;
+	send_ctl_locked(c, &m);
+	c->outv[c->nout++] = oc;
+	pthread_mutex_unlock(&c->wlock);
+	return oc;
+}
+
+void
+conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
+{
+	struct ctl_msg m = {.type = CTL_CLOSE};
+
+	pthread_mutex_lock(&c->wlock);
+	for (int i = 0; i < c->nout; i++) {
+		if (c->outv[i] == oc) {
+			c->outv[i] = c->outv[--c->nout];
+			break;
+		}
+	}
+	if (tell && conn_state(c) == CONN_READY) {
+		m.u.credit.channel = oc->id;
+		send_ctl_locked(c, &m);
+	}
+	pthread_mutex_unlock(&c->wlock);
+	outchan_free(oc);
+}
+
+static struct outchan *
+outchan_by_id(struct conn *c, uint64_t id)
+{
+	for (int i = 0; i < c->nout; i++) {
+		if (c->outv[i]->id == id) {
+			return c->outv[i];
+		}
+	}
+	return NULL;
+}
+
+struct inchan *
+conn_inchan(struct conn *c, uint64_t id)
 {
 	return id < c->ins_cap ? c->ins[id] : NULL;
 }
 
-static int
-inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
+int
+conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void *arg)
 {
-	uint64_t id = m->u.open.channel;
-	struct inchan *in;
+	int rc;
 
-	if (id == 0 || id > (1u << 20)) {
+	if (id == 0 || id > CHANNEL_MAX) {
 		return tern__error(TERN_EPROTO, "channel id %llu out of range",
 		                   (unsigned long long)id);
 	}
@@ -590,28 +625,53 @@ inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
 		return tern__error(TERN_EPROTO, "channel %llu opened twice",
 		                   (unsigned long long)id);
 	}
-	in = calloc(1, sizeof(*in));
-	if (in == NULL) {
-		return TERN_ENOMEM;
-	}
-	in->conn = c;
-	in->id = (uint32_t)id;
-	in->src = s;
-	in->next_seq = 1;
-	credit_rx_init(&in->credit, c->node->window_init, c->node->window_max);
-	in->rate_t0_us = node_now_ns() / 1000;
-	s->refs++;
-	c->ins[id] = in;
-	return 0;
+	rc = inchan_new(&c->ins[id], (uint32_t)id, c->env->window_init, c->env->window_max, ops,
+	                arg, c);
+	return rc;
 }
 
-/* Called by route.c for CTL_OPEN once the source is known. */
-int conn_inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s);
-int
-conn_inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
+static void
+list_remove(struct inchan **v, uint32_t *n, const struct inchan *in)
 {
-	return inchan_open(c, m, s);
+	for (uint32_t i = 0; i < *n; i++) {
+		if (v[i] == in) {
+			v[i] = v[--*n];
+			return;
+		}
+	}
 }
+
+static bool
+list_add(struct inchan ***v, uint32_t *n, uint32_t *cap, struct inchan *in)
+{
+	for (uint32_t i = 0; i < *n; i++) {
+		if ((*v)[i] == in) {
+			return true;
+		}
+	}
+	if (*n == *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 16;
+		struct inchan **p = realloc(*v, nc * sizeof(*p));
+		if (p == NULL) {
+			return false;
+		}
+		*v = p;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = in;
+	return true;
+}
+
+void
+conn_close_inchan(struct conn *c, struct inchan *in)
+{
+	list_remove(c->stalled, &c->nstalled, in);
+	list_remove(c->dirty, &c->ndirty, in);
+	c->ins[in->id] = NULL;
+	inchan_free(in, &c->reasm_budget);
+}
+
+/* ---- reading ---- */
 
 /*
  * Consumption is acknowledged once per read (not per frame): one CREDIT per
@@ -619,243 +679,90 @@ conn_inchan_open(struct conn *c, const struct ctl_msg *m, struct src *s)
  * which lets the sender release what it kept for a resend.
  */
 static void
-grant(struct conn *c, struct inchan *in, uint64_t bytes)
+note_ack(struct conn *c, struct inchan *in)
 {
-	in->grant_pending += bytes;
-	if (in->dirty) {
-		return;
+	/* without memory for the list, the channel is acknowledged after its
+	 * next frame instead */
+	if (in->dirty && (c->ndirty == 0 || c->dirty[c->ndirty - 1] != in)) {
+		list_add(&c->dirty, &c->ndirty, &c->dirty_cap, in);
 	}
-	if (c->ndirty == c->dirty_cap) {
-		uint32_t cap = c->dirty_cap ? c->dirty_cap * 2 : 16;
-		struct inchan **d = realloc(c->dirty, cap * sizeof(*d));
-		if (d == NULL) {
-			return; /* acknowledged with the next frame instead */
-		}
-		c->dirty = d;
-		c->dirty_cap = cap;
-	}
-	in->dirty = true;
-	c->dirty[c->ndirty++] = in;
 }
 
 static void
 flush_acks(struct conn *c)
 {
 	for (uint32_t i = 0; i < c->ndirty; i++) {
-		struct inchan *in = c->dirty[i];
 		struct ctl_msg m = {.type = CTL_CREDIT};
+		struct inchan *in = c->dirty[i];
 
-		in->dirty = false;
-		if (c->state != CONN_READY ||
-		    (in->grant_pending == 0 && in->credit.consumed == in->acked)) {
+		if (conn_state(c) != CONN_READY ||
+		    !inchan_ack(in, &m.u.credit.bytes, &m.u.credit.consumed)) {
+			in->dirty = false;
 			continue;
 		}
 		m.u.credit.channel = in->id;
-		m.u.credit.bytes = in->grant_pending;
-		m.u.credit.consumed = in->credit.consumed;
-		in->grant_pending = 0;
-		in->acked = in->credit.consumed;
 		conn_send_ctl(c, &m);
 	}
 	c->ndirty = 0;
 }
 
-static void
-stall(struct tern_node *node, struct inchan *in)
+static struct inchan_limits
+limits(struct conn *c)
 {
-	if (!in->stalled) {
-		in->stalled = true;
-		in->stall_next = node->stalled;
-		node->stalled = in;
-	}
+	struct inchan_limits lim = {.max_message = c->env->cfg->max_message_bytes,
+	                            .budget = &c->reasm_budget};
+	return lim;
 }
 
-static bool
-backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total, const uint8_t *p,
-            uint64_t len)
-{
-	size_t need = in->blen + BACKLOG_HDR + len;
-
-	if (in->boff > 0 && need > in->bcap) {
-		/* delivered frames at the front make room: a backlog that never
-		 * empties (a subscriber always a little behind) must not grow */
-		memmove(in->backlog, in->backlog + in->boff, in->blen - in->boff);
-		in->blen -= in->boff;
-		in->boff = 0;
-		need = in->blen + BACKLOG_HDR + len;
-	}
-	if (need > in->bcap) {
-		size_t cap = in->bcap ? in->bcap : 65536;
-		while (cap < need) {
-			cap *= 2;
-		}
-		uint8_t *b = realloc(in->backlog, cap);
-		if (b == NULL) {
-			return false;
-		}
-		in->backlog = b;
-		in->bcap = cap;
-	}
-	uint8_t *w = in->backlog + in->blen;
-	w[0] = (uint8_t)tf;
-	w[1] = (uint8_t)hlen;
-	memcpy(w + 2, &seq, 8);
-	memcpy(w + 10, &total, 8);
-	memcpy(w + 18, &len, 8);
-	memcpy(w + BACKLOG_HDR, p, len);
-	in->blen += BACKLOG_HDR + len;
-	return true;
-}
-
-/*
- * Take one data or chunk frame as far as it can go. Stages for a chunk:
- * 0 nothing done, 1 forwarded onward, 2 reassembled and waiting for local
- * delivery. Returns 1 done, 0 must wait (stage kept), <0 fatal.
- */
-static int
-process(struct conn *c, struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total,
-        const uint8_t *p, uint64_t len)
-{
-	struct tern_node *node = c->node;
-	struct wire_frame f = {.type = tf & WIRE_TYPE_MASK, .flags = tf & ~WIRE_TYPE_MASK};
-	int rc;
-
-	if (f.type == WIRE_DATA) {
-		if (!route_deliver(node, in, seq, p, len, NULL, true)) {
-			return 0;
-		}
-		grant(c, in, credit_rx_consume(&in->credit, len + hlen));
-		return 1;
-	}
-	f.len = len;
-	f.total = total;
-	f.seq = seq;
-	if (in->stage == 0 && (f.flags & WIRE_FLAG_FIRST)) {
-		if (f.total > node->cfg.max_message_bytes) {
-			return tern__error(
-			    TERN_EMSGSIZE,
-			    "peer announced a %llu-byte message; max_message_bytes is %llu",
-			    (unsigned long long)f.total,
-			    (unsigned long long)node->cfg.max_message_bytes);
-		}
-		in->skip_chunks = route_is_duplicate(in, seq);
-	}
-	if (in->skip_chunks) {
-		if (f.flags & WIRE_FLAG_LAST) {
-			in->skip_chunks = false;
-		}
-		grant(c, in, credit_rx_consume(&in->credit, len + hlen));
-		return 1;
-	}
-	if (in->stage == 0) {
-		if (!route_forward_chunk(node, in, &f, seq, p)) {
-			return 0;
-		}
-		if (f.flags & WIRE_FLAG_FIRST) {
-			route_note_seq(node, in, seq);
-		}
-		in->stage = 1;
-	}
-	if (in->stage == 1) {
-		if (in->src->nsubs > 0 || in->reasm.active) {
-			rc = reasm_add(&in->reasm, &f, seq, p, node->cfg.max_message_bytes,
-			               &c->reasm_budget);
-			if (rc < 0) {
-				return rc;
-			}
-			if (rc == 1) {
-				in->done_len = in->reasm.total;
-				in->done_seq = in->reasm.seq;
-				in->done_buf = reasm_take(&in->reasm, &c->reasm_budget);
-				in->stage = 2;
-			}
-		}
-		if (in->stage == 1) {
-			in->stage = 0;
-			grant(c, in, credit_rx_consume(&in->credit, len + hlen));
-			return 1;
-		}
-	}
-	/* stage 2: the whole message goes to local subscribers */
-	uint8_t *heap = in->done_buf;
-	if (!route_deliver(node, in, in->done_seq, in->done_buf, in->done_len, &heap, false)) {
-		return 0;
-	}
-	if (heap != NULL) { /* no pull subscriber kept it */
-		reasm_recycle(&in->reasm, heap, in->done_len);
-	}
-	in->done_buf = NULL;
-	in->stage = 0;
-	grant(c, in, credit_rx_consume(&in->credit, len + hlen));
-	return 1;
-}
-
-/* Retry the backlog of a stalled channel; true once it is empty. */
 bool
-conn_retry_stalled(struct inchan *in)
+conn_retry_stalled(struct conn *c)
 {
-	struct conn *c = in->conn;
+	struct inchan_limits lim = limits(c);
+	bool progress = false;
 
 	/* a dead connection's backlog is still delivered: it was received */
-	while (in->boff < in->blen) {
-		const uint8_t *r = in->backlog + in->boff;
-		uint64_t seq, total, len;
-		memcpy(&seq, r + 2, 8);
-		memcpy(&total, r + 10, 8);
-		memcpy(&len, r + 18, 8);
-		int rc = process(c, in, r[0], r[1], seq, total, r + BACKLOG_HDR, len);
+	for (uint32_t i = 0; i < c->nstalled;) {
+		struct inchan *in = c->stalled[i];
+		int rc = inchan_retry(in, &lim);
+		note_ack(c, in);
 		if (rc < 0) {
 			conn_fail(c, tern_last_error());
-			return true;
+			c->nstalled = 0;
+			progress = true;
+			break;
 		}
 		if (rc == 0) {
-			flush_acks(c);
-			return false;
+			i++;
+			continue;
 		}
-		in->boff += BACKLOG_HDR + len;
+		c->stalled[i] = c->stalled[--c->nstalled];
+		progress = true;
 	}
-	in->boff = in->blen = 0;
-	in->stalled = false;
 	flush_acks(c);
-	return true;
+	return progress;
 }
 
 static int
 on_data(struct conn *c, const struct wire_frame *f, size_t hlen, const uint8_t *payload)
 {
-	struct inchan *in = inchan_get(c, f->channel);
-	uint64_t seq;
+	struct inchan *in = conn_inchan(c, f->channel);
+	struct inchan_limits lim = limits(c);
 	int rc;
 
 	if (in == NULL) {
 		return tern__error(TERN_EPROTO, "data on channel %llu, which was never opened",
 		                   (unsigned long long)f->channel);
 	}
-	/* credit counts whole frames, header included, as the sender queues them */
-	if (!credit_rx_receive(&in->credit, hlen + f->len)) {
-		return tern__error(TERN_EPROTO,
-		                   "peer overran the flow-control window of channel %u", in->id);
-	}
-	COUNT(c->bytes_in, f->len);
+	atomic_store_explicit(&c->bytes_in, atomic_load(&c->bytes_in) + f->len,
+	                      memory_order_relaxed);
 	if (f->type == WIRE_DATA || (f->flags & WIRE_FLAG_FIRST)) {
-		seq = (f->flags & WIRE_FLAG_SEQ) ? f->seq : in->next_seq;
-		in->next_seq = seq + 1;
-		COUNT(c->messages_in, 1);
-	} else {
-		seq = in->next_seq - 1;
+		atomic_store_explicit(&c->messages_in, atomic_load(&c->messages_in) + 1,
+		                      memory_order_relaxed);
 	}
-	if (in->stalled) {
-		return backlog_add(in, f->type | f->flags, hlen, seq, f->total, payload, f->len)
-		           ? 0
-		           : TERN_ENOMEM;
-	}
-	rc = process(c, in, f->type | f->flags, hlen, seq, f->total, payload, f->len);
-	if (rc == 0) {
-		if (!backlog_add(in, f->type | f->flags, hlen, seq, f->total, payload, f->len)) {
-			return TERN_ENOMEM;
-		}
-		stall(c->node, in);
-		return 0;
+	rc = inchan_receive(in, f, hlen, payload, &lim);
+	note_ack(c, in);
+	if (rc == 0 && !list_add(&c->stalled, &c->nstalled, &c->stalled_cap, in)) {
+		return tern__error(TERN_ENOMEM, "no memory to hold a stalled channel");
 	}
 	return rc < 0 ? rc : 0;
 }
@@ -863,56 +770,42 @@ on_data(struct conn *c, const struct wire_frame *f, size_t hlen, const uint8_t *
 static void
 on_hello(struct conn *c, const struct ctl_msg *m)
 {
-	struct tern_node *node = c->node;
+	const tern_config *cfg = c->env->cfg;
 	uint64_t frame_max;
 
 	snprintf(c->peer_id, sizeof(c->peer_id), "%.*s", (int)m->u.hello.id.len, m->u.hello.id.p);
 	/* either side asking for low latency makes the connection low-latency */
-	c->low_latency = node->cfg.low_latency || m->u.hello.low_latency;
-	c->batch_max = node->cfg.batch_max_bytes;
-	frame_max =
-	    node->cfg.chunk_bytes < m->u.hello.chunk ? node->cfg.chunk_bytes : m->u.hello.chunk;
+	c->low_latency = cfg->low_latency || m->u.hello.low_latency;
+	/* no write larger than either side's batch limit */
+	c->batch_max = cfg->batch_max_bytes;
+	if (m->u.hello.batch_max < c->batch_max) {
+		c->batch_max = (uint32_t)m->u.hello.batch_max;
+	}
+	frame_max = cfg->chunk_bytes < m->u.hello.chunk ? cfg->chunk_bytes : m->u.hello.chunk;
 	if (frame_max + WIRE_HDR_MAX > c->batch_max) {
 		frame_max = c->batch_max - WIRE_HDR_MAX;
 	}
 	c->frame_max = (uint32_t)frame_max;
 	c->peer_max_message = m->u.hello.max_message;
 	c->peer_router = m->u.hello.mode == TERN_MODE_ROUTER;
-	c->peer_window = m->u.hello.window < 4096 ? 4096 : m->u.hello.window;
-	if (c->peer_window < frame_max) {
-		c->peer_window = frame_max;
+	/* a send ring holds twice the window: no more than the queue allows */
+	c->peer_window = m->u.hello.window;
+	if (c->peer_window > cfg->queue_max_bytes / 2) {
+		c->peer_window = cfg->queue_max_bytes / 2;
 	}
+	if (c->peer_window < frame_max + WIRE_HDR_MAX) {
+		c->peer_window = frame_max + WIRE_HDR_MAX;
+	}
+	c->peer_keepalive_ms = m->u.hello.keepalive_ms;
 	c->got_hello = true;
-	c->state = CONN_READY;
+	atomic_store(&c->state, CONN_READY);
 	struct ctl_msg ping = {.type = CTL_PING};
-	ping.u.token = node_now_ns() / 1000; /* a first round trip, for flow control */
+	ping.u.token = clock_us(); /* a first round trip, for flow control */
 	conn_send_ctl(c, &ping);
-	node_log(node, TERN_LOG_INFO, "connected %s %s (%s), %s mode", c->outbound ? "to" : "from",
-	         c->peer_id, c->endpoint, c->low_latency ? "low-latency" : "batched");
-	route_peer_ready(node, c);
-}
-
-/*
- * The window a channel needs: twice what it moved in one round trip since
- * it last ran out of credit. A window-limited channel moves a window per
- * round trip, so this lets it double; once the link itself is the limit,
- * growth stops at twice the bandwidth-delay product. Until a round trip
- * has been measured, nothing grows.
- */
-static uint64_t
-link_need(struct conn *c, struct inchan *in)
-{
-	uint64_t now = node_now_ns() / 1000;
-	uint64_t elapsed = now - in->rate_t0_us;
-	uint64_t bytes = in->credit.consumed - in->rate_bytes0;
-	uint64_t need = 0;
-
-	if (c->rtt_us > 0 && elapsed > 0 && in->rate_t0_us != 0) {
-		need = (uint64_t)(2.0 * (double)bytes * (double)c->rtt_us / (double)elapsed);
-	}
-	in->rate_t0_us = now;
-	in->rate_bytes0 = in->credit.consumed;
-	return need;
+	log_line(c->env->log, TERN_LOG_INFO, "connected %s %s (%s), %s mode",
+	         c->outbound ? "to" : "from", c->peer_id, c->endpoint,
+	         c->low_latency ? "low-latency" : "batched");
+	c->ops->ready(c->arg, c);
 }
 
 static uint64_t
@@ -924,6 +817,40 @@ window_floor(const struct conn *c)
 }
 
 static int
+on_first_control(struct conn *c, const struct ctl_msg *m)
+{
+	const char *id = c->env->cfg->id;
+
+	if (m->type != CTL_HELLO) {
+		return tern__error(TERN_EPROTO, "the peer did not start with a handshake");
+	}
+	if (m->u.hello.id.len == strlen(id) &&
+	    memcmp(m->u.hello.id.p, id, m->u.hello.id.len) == 0) {
+		return tern__error(TERN_EPROTO,
+		                   "the peer at %s has this node's id '%s'; give each node its "
+		                   "own id",
+		                   c->endpoint, id);
+	}
+	on_hello(c, m);
+	return 0;
+}
+
+static void
+on_pong(struct conn *c, uint64_t token)
+{
+	uint64_t now = clock_us();
+
+	if (token > now) {
+		return; /* not a token of ours */
+	}
+	/* the smallest sample: a PING waits behind the data queued ahead of it,
+	 * and a window sized on that delay would only deepen the queue */
+	if (c->rtt_us == 0 || now - token < c->rtt_us) {
+		c->rtt_us = now - token > 0 ? now - token : 1;
+	}
+}
+
+static int
 on_control(struct conn *c, const uint8_t *p, size_t len)
 {
 	struct ctl_msg m;
@@ -932,25 +859,14 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		return tern__error(TERN_EPROTO, "malformed control message");
 	}
 	if (!c->got_hello) {
-		if (m.type != CTL_HELLO) {
-			return tern__error(TERN_EPROTO, "the peer did not start with a handshake");
-		}
-		if (m.u.hello.id.len == strlen(c->node->id) &&
-		    memcmp(m.u.hello.id.p, c->node->id, m.u.hello.id.len) == 0) {
-			return tern__error(TERN_EPROTO,
-			                   "the peer at %s has this node's id '%s'; give each node "
-			                   "its own id",
-			                   c->endpoint, c->node->id);
-		}
-		on_hello(c, &m);
-		return 0;
+		return on_first_control(c, &m);
 	}
 	switch (m.type) {
 	case CTL_HELLO:
 		return tern__error(TERN_EPROTO, "a second handshake");
 	case CTL_SYNC:
 		c->peer_synced = true;
-		node_peer_ready(c->node, c);
+		c->ops->synced(c->arg, c);
 		return 0;
 	case CTL_PING: {
 		struct ctl_msg r = {.type = CTL_PONG};
@@ -958,36 +874,39 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		conn_send_ctl(c, &r);
 		return 0;
 	}
-	case CTL_PONG: {
-		uint64_t sample = node_now_ns() / 1000 - m.u.token;
-		if (m.u.token <= node_now_ns() / 1000) {
-			/* the smallest sample: a PING waits behind the data queued
-			 * ahead of it, and a window sized on that delay would only
-			 * deepen the queue (a hundred senders sharing a slow link) */
-			if (c->rtt_us == 0 || sample < c->rtt_us) {
-				c->rtt_us = sample > 0 ? sample : 1;
-			}
-		}
+	case CTL_PONG:
+		on_pong(c, m.u.token);
 		return 0;
-	}
 	case CTL_GOODBYE:
-		node_log(c->node, TERN_LOG_INFO, "%s said goodbye: %.*s", c->peer_id,
+		log_line(c->env->log, TERN_LOG_INFO, "%s said goodbye: %.*s", c->peer_id,
 		         (int)m.u.reason.len, m.u.reason.p);
 		c->said_goodbye = true;
 		conn_fail(c, "the peer said goodbye");
 		return 0;
 	case CTL_BLOCKED: {
-		struct inchan *in = inchan_get(c, m.u.credit.channel);
+		struct inchan *in = conn_inchan(c, m.u.credit.channel);
 		if (in != NULL) {
-			grant(c, in,
-			      credit_rx_blocked(&in->credit, !in->stalled, link_need(c, in),
-			                        window_floor(c)));
-			flush_acks(c);
+			inchan_blocked(in, c->rtt_us, window_floor(c));
+			note_ack(c, in);
 		}
 		return 0;
 	}
+	case CTL_CREDIT: {
+		struct outchan *oc = outchan_by_id(c, m.u.credit.channel);
+		/* a channel we closed meanwhile has nothing to settle */
+		if (oc != NULL &&
+		    outchan_on_credit(oc, m.u.credit.bytes, m.u.credit.consumed, clock_ms())) {
+			atomic_store(&c->pending, 1); /* frames were waiting for this credit */
+		}
+		return 0;
+	}
+	case CTL_SUB:
+	case CTL_UNSUB:
+	case CTL_OPEN:
+	case CTL_CLOSE:
+		return c->ops->control(c->arg, c, &m);
 	default:
-		return route_on_ctl(c->node, c, &m);
+		return tern__error(TERN_EPROTO, "unexpected control message %d", m.type);
 	}
 }
 
@@ -1015,6 +934,8 @@ on_preamble(struct conn *c)
 static int
 parse(struct conn *c)
 {
+	uint64_t max =
+	    c->env->cfg->chunk_bytes > CTL_MSG_MAX ? c->env->cfg->chunk_bytes : CTL_MSG_MAX;
 	size_t pos = 0;
 	int rc = 0;
 
@@ -1027,11 +948,9 @@ parse(struct conn *c)
 		}
 		pos = WIRE_PREAMBLE_LEN;
 	}
-	while (pos < c->rlen && c->state != CONN_DEAD) {
+	while (pos < c->rlen && conn_state(c) != CONN_DEAD) {
 		struct wire_frame f;
 		size_t hlen;
-		uint64_t max =
-		    c->node->cfg.chunk_bytes > CTL_MSG_MAX ? c->node->cfg.chunk_bytes : CTL_MSG_MAX;
 
 		rc = wire_header_decode_fast(c->rbuf + pos, c->rlen - pos, max, &f, &hlen);
 		if (rc < 0) {
@@ -1042,10 +961,11 @@ parse(struct conn *c)
 		}
 		const uint8_t *payload = c->rbuf + pos + hlen;
 		if (f.type == WIRE_CONTROL) {
-			/* control messages may take a publisher's lock, which comes
-			 * before a subscriber queue's in the lock order */
-			sub_release_all(c->node);
-			rc = on_control(c, payload, (size_t)f.len);
+			rc = f.len > CTL_MSG_MAX
+			         ? tern__error(TERN_EPROTO,
+			                       "a %llu-byte control frame (at most %d bytes)",
+			                       (unsigned long long)f.len, CTL_MSG_MAX)
+			         : on_control(c, payload, (size_t)f.len);
 		} else if (!c->got_hello) {
 			rc = tern__error(TERN_EPROTO, "data before the handshake");
 		} else {
@@ -1077,10 +997,25 @@ grow_rbuf(struct conn *c)
 	return true;
 }
 
+/* The peer broke the protocol: tell it why, then close. */
+static void
+refuse(struct conn *c)
+{
+	log_line(c->env->log, TERN_LOG_WARN, "closing %s: %s", c->endpoint, tern_last_error());
+	if (!c->got_preamble || tern_last_error()[0]) {
+		struct ctl_msg m = {.type = CTL_GOODBYE};
+		m.u.reason.p = tern_last_error();
+		m.u.reason.len = strlen(m.u.reason.p);
+		conn_send_ctl(c, &m);
+		conn_flush(c);
+	}
+	conn_fail(c, tern_last_error());
+}
+
 static void
 on_readable(struct conn *c)
 {
-	for (int i = 0; i < 8 && c->state != CONN_DEAD; i++) {
+	for (int i = 0; i < 8 && conn_state(c) != CONN_DEAD; i++) {
 		ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
 		if (n == 0) {
 			conn_fail(c, "the peer closed the connection");
@@ -1096,21 +1031,12 @@ on_readable(struct conn *c)
 			return;
 		}
 		c->rlen += (size_t)n;
-		c->last_rx_ms = node_now_ms();
+		c->last_rx_ms = clock_ms();
 		bool filled = c->rlen == c->rcap;
 		int prc = parse(c);
 		flush_acks(c);
 		if (prc != 0) {
-			node_log(c->node, TERN_LOG_WARN, "closing %s: %s", c->endpoint,
-			         tern_last_error());
-			if (!c->got_preamble || tern_last_error()[0]) {
-				struct ctl_msg m = {.type = CTL_GOODBYE};
-				m.u.reason.p = tern_last_error();
-				m.u.reason.len = strlen(m.u.reason.p);
-				conn_send_ctl(c, &m);
-				conn_flush(c);
-			}
-			conn_fail(c, tern_last_error());
+			refuse(c);
 			return;
 		}
 		if (filled && c->rcap < c->rmax && !grow_rbuf(c)) {
@@ -1126,10 +1052,12 @@ on_readable(struct conn *c)
 void
 conn_on_event(struct conn *c, uint32_t events)
 {
-	if (c->state == CONN_DEAD) {
+	int state = conn_state(c);
+
+	if (state == CONN_DEAD) {
 		return;
 	}
-	if (c->state == CONN_CONNECTING) {
+	if (state == CONN_CONNECTING) {
 		int err = 0;
 		socklen_t len = sizeof(err);
 		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -1140,7 +1068,7 @@ conn_on_event(struct conn *c, uint32_t events)
 		if (!(events & EPOLLOUT)) {
 			return;
 		}
-		c->state = CONN_HANDSHAKE;
+		atomic_store(&c->state, CONN_HANDSHAKE);
 		conn_epoll(c, EPOLL_CTL_MOD);
 		send_hello(c);
 		return;
@@ -1148,47 +1076,75 @@ conn_on_event(struct conn *c, uint32_t events)
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
 		on_readable(c);
 	}
-	if ((events & EPOLLOUT) && c->state != CONN_DEAD) {
+	if ((events & EPOLLOUT) && conn_state(c) != CONN_DEAD) {
 		conn_flush(c);
 	}
+	conn_reap_failed_write(c);
+}
+
+void
+conn_reap_failed_write(struct conn *c)
+{
+	if (atomic_load(&c->dead) && conn_state(c) != CONN_DEAD) {
+		conn_fail(c, c->reason[0] ? c->reason : "write failed");
+	}
+}
+
+/* A peer that takes nothing for slow_consumer_ms is dropped. */
+static bool
+drop_slow(struct conn *c, uint64_t now)
+{
+	uint64_t limit = c->env->cfg->slow_consumer_ms;
+	char why[200];
+
+	for (int i = 0; i < c->nout; i++) {
+		struct outchan *oc = c->outv[i];
+		if (!outchan_stalled_for(oc, now, limit)) {
+			continue;
+		}
+		snprintf(why, sizeof(why),
+		         "slow consumer: '%s' took nothing for %llu ms (slow_consumer_ms)",
+		         oc->label, (unsigned long long)limit);
+		log_line(c->env->log, TERN_LOG_WARN, "dropping %s (%s): %s", c->peer_id,
+		         c->endpoint, why);
+		atomic_store(&c->kill, 1);
+		conn_fail(c, why);
+		return true;
+	}
+	return false;
 }
 
 void
 conn_timers(struct conn *c, uint64_t now)
 {
-	struct tern_node *node = c->node;
+	const tern_config *cfg = c->env->cfg;
+	/* the peer pings at its own interval: allow three of the longer one */
+	uint64_t keepalive =
+	    cfg->keepalive_ms > c->peer_keepalive_ms ? cfg->keepalive_ms : c->peer_keepalive_ms;
 
-	if (c->state == CONN_DEAD) {
+	if (conn_state(c) == CONN_DEAD) {
 		return;
 	}
-	if (!c->got_hello && now - c->created_ms > node->cfg.handshake_timeout_ms) {
-		conn_fail(c, "no handshake before the deadline");
+	conn_reap_failed_write(c);
+	if (conn_state(c) == CONN_DEAD) {
 		return;
 	}
-	if (c->got_hello && now - c->last_rx_ms > 3ull * node->cfg.keepalive_ms) {
+	if (!c->got_hello) {
+		if (clock_since(now, c->created_ms) > cfg->handshake_timeout_ms) {
+			conn_fail(c, "no handshake before the deadline");
+		}
+		return;
+	}
+	if (clock_since(now, c->last_rx_ms) > 3 * keepalive) {
 		conn_fail(c, "the peer went silent (keepalive deadline)");
 		return;
 	}
-	for (int i = 0; i < c->nout && c->got_hello; i++) {
-		struct outchan *oc = c->outv[i];
-		uint64_t starved = atomic_load(&oc->starved_since_ms);
-		if (oc->retain && starved != 0 && now - starved >= node->cfg.slow_consumer_ms &&
-		    outchan_unsent(oc) > 0) {
-			char why[200];
-			snprintf(why, sizeof(why),
-			         "slow consumer: '%s' took nothing for %llu ms (slow_consumer_ms)",
-			         oc->src->key, (unsigned long long)(now - starved));
-			node_log(node, TERN_LOG_WARN, "dropping %s (%s): %s", c->peer_id,
-			         c->endpoint, why);
-			snprintf(c->kill_reason, sizeof(c->kill_reason), "%s", why);
-			atomic_store(&c->kill, 1);
-			conn_fail(c, why);
-			return;
-		}
+	if (drop_slow(c, now)) {
+		return;
 	}
-	if (c->got_hello && now - c->last_ping_ms >= node->cfg.keepalive_ms) {
+	if (clock_since(now, c->last_ping_ms) >= cfg->keepalive_ms) {
 		struct ctl_msg m = {.type = CTL_PING};
-		m.u.token = node_now_ns() / 1000; /* microseconds: the PONG gives the round trip */
+		m.u.token = clock_us(); /* microseconds: the PONG gives the round trip */
 		c->last_ping_ms = now;
 		conn_send_ctl(c, &m);
 	}

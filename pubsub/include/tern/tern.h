@@ -14,8 +14,10 @@
  *  - Objects are opaque and owned by the caller from _open() to _close().
  *    Close functions accept NULL. A pub or sub must be closed before the node.
  *  - Every function is thread safe unless its comment says otherwise.
- *  - Callbacks run on the node's I/O thread: they must not block, and must not
- *    close the sub they were called for.
+ *  - A subscriber's callback runs on the node's I/O thread for messages from
+ *    peers, and on the publishing thread, inside tern_publish, for messages
+ *    of a publisher of the same node. It must not block, and must not close
+ *    the sub it was called for. It may publish: see tern_publish.
  */
 #ifndef TERN_H
 #define TERN_H
@@ -146,6 +148,10 @@ int tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliabil
  * Best effort: a full queue drops the message, counts it and returns
  * TERN_EAGAIN. TERN_EMSGSIZE if len exceeds max_message_bytes (the node's or
  * a peer's). Safe to call from several threads on the same pub.
+ * From a subscriber's callback on the I/O thread (a request/reply server)
+ * it never blocks: where a reliable publish would wait, the queue grows up
+ * to queue.max_bytes instead, and beyond that, or while another thread is
+ * publishing on the same pub, it returns TERN_EAGAIN (not sent).
  */
 int tern_publish(tern_pub *pub, const void *data, size_t len);
 
@@ -156,7 +162,15 @@ int tern_pub_flush(tern_pub *pub, int timeout_ms);
  * plus 1 if a subscriber in this node matches. */
 int tern_pub_matched(tern_pub *pub);
 
-void tern_pub_close(tern_pub *pub);
+/*
+ * Close a publisher. Waits up to publish_timeout_ms until the peers have
+ * consumed what reliable channels still hold. Returns 0 when every reliable
+ * message reached every subscriber it was routed to, else TERN_ECLOSED:
+ * some were given up on (a peer that did not come back within
+ * slow_consumer_ms, one dropped as a slow consumer, or the close deadline);
+ * tern_last_error() says how many. The pub is freed either way.
+ */
+int tern_pub_close(tern_pub *pub);
 
 /* A received message. Pointers stay valid until the callback returns, or
  * for tern_sub_recv until the next recv or close on that sub. */
@@ -198,6 +212,7 @@ typedef struct tern_stats {
 	uint64_t messages_in;   /* node: messages received from peers */
 	uint64_t bytes_in;      /* node: payload bytes received from peers */
 	uint64_t connections;   /* node: connections currently established */
+	uint64_t undelivered;   /* pub, node: reliable messages given up on (see tern_pub_close) */
 } tern_stats;
 
 void tern_pub_stats(tern_pub *pub, tern_stats *st);

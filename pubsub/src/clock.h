@@ -1,0 +1,26 @@
+/*
+ * clock.h - the monotonic clock, and elapsed time that never wraps.
+ *
+ * Timestamps are taken on several threads; one taken after `now` was read
+ * (a connection created while the timers run, a channel starved a moment
+ * later) is "in the future" of that `now`. clock_since() counts that as no
+ * time at all, where a plain subtraction would wrap to 584 years and fire
+ * every deadline at once.
+ */
+#ifndef TERN_CLOCK_H
+#define TERN_CLOCK_H
+
+#include <stdint.h>
+
+uint64_t clock_ns(void);
+uint64_t clock_us(void);
+uint64_t clock_ms(void);
+
+/* Time from then to now, 0 if then is later than now. */
+static inline uint64_t
+clock_since(uint64_t now, uint64_t then)
+{
+	return now > then ? now - then : 0;
+}
+
+#endif

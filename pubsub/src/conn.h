@@ -1,0 +1,163 @@
+/*
+ * conn.h - one connection to a peer: the handshake, reading and parsing
+ * frames, the channels on it, and the write path.
+ *
+ * Write path: conn->out holds control frames and the unwritten tail of a
+ * frame the socket cut; each outchan ring holds whole data frames. A flush
+ * gathers conn->out plus whole frames from the rings, round-robin across
+ * channels, into one sendmsg of at most batch_max bytes.
+ *
+ * Read path: frames are parsed in place in rbuf and handed to their
+ * channel (inchan.h); control messages that concern routing go up through
+ * conn_ops.
+ *
+ * Threads and locks:
+ *  - the I/O thread owns the connection: reading, parsing, timers, state
+ *    changes, the channel tables (opening and closing channels);
+ *  - `wlock` guards conn->out, the socket's writes and the list of send
+ *    channels; a publishing thread may flush (conn_flush, conn_try_flush)
+ *    while the I/O thread does anything but change that list;
+ *  - `state`, `dead`, `pending`, `choked` and the counters are atomic: any
+ *    thread reads them.
+ * conn_ops run on the I/O thread, with no lock of this module held.
+ */
+#ifndef TERN_CONN_H
+#define TERN_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tern/tern.h"
+
+#include "control.h"
+#include "endpoint.h"
+#include "inchan.h"
+#include "log.h"
+#include "outchan.h"
+
+/* What every connection of a node shares: read-only once the node runs. */
+struct conn_env {
+	const tern_config *cfg;
+	const struct logger *log;
+	int epfd;
+	uint64_t window_init, window_max; /* of the channels we receive on */
+};
+
+struct conn;
+
+struct conn_ops {
+	/* The handshake is done: the connection carries traffic. */
+	void (*ready)(void *arg, struct conn *c);
+	/* The peer has sent everything it declares on connecting (SYNC). */
+	void (*synced)(void *arg, struct conn *c);
+	/* SUB, UNSUB, OPEN and CLOSE: routing. Negative: close the connection. */
+	int (*control)(void *arg, struct conn *c, const struct ctl_msg *m);
+};
+
+enum conn_state { CONN_CONNECTING, CONN_HANDSHAKE, CONN_READY, CONN_DEAD };
+
+struct conn {
+	void *ev_tag; /* what epoll reports for this connection's socket */
+	const struct conn_env *env;
+	const struct conn_ops *ops;
+	void *arg;
+	int fd;
+	atomic_int state; /* enum conn_state */
+	bool outbound;
+	char endpoint[ENDPOINT_MAX];
+	char peer_id[CTL_ID_MAX + 1];
+	char reason[256]; /* why it closed */
+	bool low_latency;
+	bool peer_synced;
+	bool peer_router;   /* the peer runs in router mode */
+	bool said_goodbye;  /* the peer left on purpose: nothing to resume */
+	atomic_bool kill;   /* dropped as a slow consumer: nothing to resume */
+	uint32_t batch_max; /* largest write */
+	uint32_t frame_max; /* largest payload in one frame we send */
+	uint64_t peer_max_message;
+	uint64_t peer_window;
+	uint64_t peer_keepalive_ms;
+	uint64_t reasm_budget;
+	uint64_t created_ms, last_rx_ms, last_ping_ms;
+	uint64_t rtt_us; /* shortest round trip seen by PING/PONG, 0 until measured */
+
+	pthread_mutex_t wlock;
+	uint8_t *out;
+	size_t out_len, out_cap;
+	bool epollout;
+	atomic_bool choked; /* the socket took less than offered: wait for EPOLLOUT */
+	atomic_int dead;    /* set first when the connection fails */
+	atomic_int pending; /* rings or conn->out may hold data */
+	_Atomic uint64_t pending_since_ns; /* when data first waited (batching.max_delay_us) */
+	_Atomic uint64_t last_direct_ns;   /* the last write from a publishing thread */
+	struct outchan_budget budget;      /* what the send rings may hold */
+
+	struct outchan **outv; /* under wlock */
+	int nout, out_cap_v, rr;
+	uint32_t next_chan;
+	struct inchan **ins;
+	uint32_t ins_cap;
+	struct inchan **dirty; /* channels to acknowledge after this read */
+	uint32_t ndirty, dirty_cap;
+	struct inchan **stalled; /* channels with a backlog */
+	uint32_t nstalled, stalled_cap;
+
+	uint8_t *rbuf;
+	size_t rlen, rcap, rmax;
+	bool got_preamble, got_hello;
+
+	_Atomic uint64_t batches, batch_bytes, batch_largest, messages_in, bytes_in;
+};
+
+/* ---- the event loop's calls (I/O thread) ---- */
+
+struct conn *conn_new(const struct conn_env *env, int fd, bool outbound, bool connecting,
+                      const char *endpoint, const struct conn_ops *ops, void *arg, void *ev_tag);
+void conn_start(struct conn *c);
+void conn_on_event(struct conn *c, uint32_t events);
+void conn_fail(struct conn *c, const char *why);
+void conn_free(struct conn *c);
+void conn_timers(struct conn *c, uint64_t now_ms);
+/* Close a connection whose write failed on any thread. */
+void conn_reap_failed_write(struct conn *c);
+/* Offer the backlogs again; true if any emptied. */
+bool conn_retry_stalled(struct conn *c);
+/* Frames received and not yet delivered, or channels still open: the
+ * connection cannot be freed yet. */
+bool conn_busy(const struct conn *c);
+/* Bytes queued to write; the sum of the rings' tails (moves while a
+ * publisher adds to a batch). */
+size_t conn_queued(struct conn *c);
+uint64_t conn_tail_mark(struct conn *c);
+
+/* ---- writing (any thread) ---- */
+
+/* Write what is queued; true if the socket took anything. A write that
+ * fails marks the connection dead; the I/O thread closes it. */
+bool conn_flush(struct conn *c);
+/* The same unless another thread is writing (then that one writes it). */
+bool conn_try_flush(struct conn *c);
+void conn_send_ctl(struct conn *c, const struct ctl_msg *m);
+
+static inline int
+conn_state(const struct conn *c)
+{
+	return atomic_load_explicit(&c->state, memory_order_relaxed);
+}
+
+/* ---- channels (I/O thread) ---- */
+
+/* Open a send channel for a source, announcing it with OPEN (whose key,
+ * NUL-terminated, must outlive the channel: it names it in messages). */
+struct outchan *conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
+                                  const struct outchan_ops *ops, void *arg);
+/* Remove a send channel (telling the peer if tell) and free it. */
+void conn_close_outchan(struct conn *c, struct outchan *oc, bool tell);
+/* A receive channel for an OPEN; TERN_EPROTO for a bad or reused id. */
+int conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void *arg);
+struct inchan *conn_inchan(struct conn *c, uint64_t id);
+void conn_close_inchan(struct conn *c, struct inchan *in);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * inchan.h - the receiving side of one channel: credit it grants, chunks it
+ * reassembles, and the frames it keeps (its backlog) while whoever takes
+ * its messages cannot take them yet.
+ *
+ * A frame goes through stages: a data frame is delivered whole (to local
+ * subscribers and onward channels at once); a chunk is first forwarded
+ * onward, then reassembled for local subscribers, and the completed
+ * message delivered. Where a stage must wait, the frame and its stage are
+ * kept, and the channel's later frames queue behind it, so order holds.
+ * Flow control bounds the backlog by the channel's window.
+ *
+ * Reassembly starts only at a first chunk: a subscriber that appears in
+ * the middle of a large message gets the next whole one.
+ *
+ * Threads: only the I/O thread of the node touches an inchan; the upward
+ * calls (struct inchan_ops) run there, while a read is being parsed.
+ */
+#ifndef TERN_INCHAN_H
+#define TERN_INCHAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "credit.h"
+#include "reasm.h"
+#include "wire.h"
+
+struct inchan_ops {
+	/*
+	 * A whole message. whole: a data frame, for local subscribers and
+	 * onward channels; !whole: a reassembled message, for local subscribers
+	 * only (its chunks went onward already). heap: the malloc'ed buffer
+	 * holding data, or NULL; a taker that keeps it sets *heap to NULL.
+	 * Returns false when it cannot be taken yet (it is offered again).
+	 */
+	bool (*deliver)(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len,
+	                uint8_t **heap, bool whole);
+	/* One chunk for onward channels; false: try again later. */
+	bool (*forward)(void *arg, void *from, const struct wire_frame *f, uint64_t seq,
+	                const uint8_t *payload);
+	/* Was the message with this number delivered already (another path)? */
+	bool (*duplicate)(void *arg, uint64_t seq);
+	/* A message with this number begins (the taker counts gaps). */
+	void (*started)(void *arg, uint64_t seq);
+	/* Does anyone here want whole messages (a local subscriber)? */
+	bool (*wants_whole)(void *arg);
+};
+
+struct inchan {
+	uint32_t id;
+	void *from; /* the connection, for the ops */
+	const struct inchan_ops *ops;
+	void *arg; /* the session's source */
+	struct credit_rx credit;
+	uint64_t next_seq;
+	struct reasm reasm;
+	bool skip_chunks;  /* the chunked message in progress is a duplicate */
+	int stage;         /* progress on the frame at the head */
+	uint8_t *done_buf; /* a reassembled message waiting for delivery */
+	uint64_t done_len, done_seq;
+	/* frames that could not be delivered yet, in arrival order */
+	uint8_t *backlog;
+	size_t blen, bcap, boff;
+	bool stalled;
+	uint64_t grant_pending; /* credit to send with the next acknowledgement */
+	uint64_t acked;         /* consumed bytes last reported to the sender */
+	bool dirty;             /* something to acknowledge */
+	uint64_t rate_t0_us;    /* consumption measured since then ... */
+	uint64_t rate_bytes0;   /* ... from this many bytes consumed */
+};
+
+/* Limits a frame is held to: the node's max_message_bytes, and what the
+ * connection may still allocate for reassembly (charged and refunded). */
+struct inchan_limits {
+	uint64_t max_message;
+	uint64_t *budget;
+};
+
+int inchan_new(struct inchan **out, uint32_t id, uint64_t window, uint64_t window_max,
+               const struct inchan_ops *ops, void *arg, void *from);
+void inchan_free(struct inchan *in, uint64_t *budget);
+
+/*
+ * A data or chunk frame arrived (hlen: its header's length). seq_explicit:
+ * the frame carries its sequence number. Returns 1 when taken, 0 when kept
+ * in the backlog (the channel is now stalled: call inchan_retry later), or
+ * a negative error (the peer broke the protocol: close the connection).
+ */
+int inchan_receive(struct inchan *in, const struct wire_frame *f, size_t hlen,
+                   const uint8_t *payload, const struct inchan_limits *lim);
+/* Offer the backlog again: 1 once it is empty, 0 if it must wait still,
+ * or a negative error. */
+int inchan_retry(struct inchan *in, const struct inchan_limits *lim);
+
+/* The sender reports it ran out of credit: grow the window if the link
+ * needs it (rtt_us: the connection's round trip; floor: see credit.h). */
+void inchan_blocked(struct inchan *in, uint64_t rtt_us, uint64_t floor);
+
+/* A CREDIT message to send, if there is anything to report (clears it). */
+bool inchan_ack(struct inchan *in, uint64_t *bytes, uint64_t *consumed);
+
+#endif

@@ -1,0 +1,1038 @@
+/*
+ * loop.c - the I/O thread: polling, spinning and sleeping, listeners,
+ * dialers, and the life of each connection from accept (or dial) to free.
+ * See loop.h.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "error.h"
+#include "loop.h"
+
+#define SPIN_NS 50000 /* keep polling this long after the last activity */
+/*
+ * Batched mode: while a publisher is still adding to a partial batch, let
+ * it fill (the publisher writes it itself once full) rather than taking a
+ * few messages at a time; write it as soon as the publisher pauses (its
+ * rings did not move since the last look, a microsecond ago: this holds
+ * only while the thread polls), and never later than FILL_MAX_NS after data
+ * was first seen.
+ */
+#define FILL_MAX_NS 20000
+/*
+ * Threads without a spin slot linger: after writing they wait LINGER_US
+ * (not announced as sleeping, so publishers do not wake them) and write
+ * what gathered meanwhile; only after a quiet linger do they sleep.
+ */
+#define LINGER_US 100
+#define TICK_NS   10000000ull
+
+/* What epoll reports: every registered descriptor's data points at one. */
+enum ev_kind { EV_WAKE = 1, EV_LISTENER, EV_CONN };
+
+/* The loop's record of a connection. */
+struct peer {
+	int kind; /* EV_CONN; first, as in every event source */
+	struct loop *loop;
+	struct conn *conn;
+	struct dialer *dialer;
+	bool gone;          /* dead, and the session has forgotten it */
+	bool counted_ready; /* counted in ready_peers */
+	uint64_t fill_mark, fill_since;
+	struct peer *next;
+};
+
+struct dialer {
+	char endpoint[ENDPOINT_MAX];
+	struct endpoint ep;
+	struct peer *peer;
+	uint64_t next_at_ms;
+	uint32_t backoff_ms;
+	bool failed_logged;
+	struct dialer *next;
+};
+
+struct listener {
+	int kind; /* EV_LISTENER */
+	int fd;
+	char endpoint[ENDPOINT_MAX];
+	char path[ENDPOINT_MAX]; /* unix socket file to remove */
+	struct listener *next;
+};
+
+struct call {
+	int (*fn)(void *arg);
+	void *arg;
+	int rc;
+	bool done;
+	struct call *next;
+};
+
+struct loop {
+	struct conn_env env;
+	const tern_config *cfg;
+	const struct logger *log;
+	const struct loop_ops *ops;
+	void *arg;
+	int wake_kind; /* EV_WAKE */
+	int epfd, wakefd;
+	pthread_t thread;
+	bool started;
+	atomic_int sleeping;
+	atomic_bool spinning; /* polling without sleeping: queued data is seen at once */
+	atomic_bool stop;
+
+	pthread_mutex_t lock; /* calls, ready_peers */
+	pthread_cond_t cond;
+	struct call *calls;
+	int ready_peers;
+
+	/* I/O thread */
+	struct peer *peers;
+	struct listener *listeners;
+	struct dialer *dialers;
+	bool closing; /* goodbye said: no more dialing */
+	uint64_t last_trim_ms;
+	uint64_t delay_until_ns; /* a batch held for max_delay_us is due then (0: none) */
+	uint64_t batches, batch_bytes, batch_largest; /* of closed connections */
+};
+
+static inline void
+cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+void
+loop_wake(struct loop *l)
+{
+	uint64_t one = 1;
+
+	if (write(l->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+		/* a full eventfd counter still wakes the loop */
+	}
+}
+
+bool
+loop_on_thread(const struct loop *l)
+{
+	return l->started && pthread_equal(pthread_self(), l->thread);
+}
+
+bool
+loop_polling(const struct loop *l)
+{
+	return atomic_load(&l->spinning);
+}
+
+bool
+loop_take_sleeper(struct loop *l)
+{
+	return atomic_exchange(&l->sleeping, 0) != 0;
+}
+
+bool
+loop_is_sleeping(const struct loop *l)
+{
+	return atomic_load(&l->sleeping) != 0;
+}
+
+bool
+loop_closing(const struct loop *l)
+{
+	return l->closing;
+}
+
+/* ---- calls from other threads ---- */
+
+int
+loop_call(struct loop *l, int (*fn)(void *arg), void *arg)
+{
+	struct call c = {.fn = fn, .arg = arg};
+
+	if (!l->started || loop_on_thread(l)) {
+		return fn(arg);
+	}
+	pthread_mutex_lock(&l->lock);
+	c.next = l->calls;
+	l->calls = &c;
+	pthread_mutex_unlock(&l->lock);
+	loop_wake(l);
+	pthread_mutex_lock(&l->lock);
+	while (!c.done) {
+		pthread_cond_wait(&l->cond, &l->lock);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return c.rc;
+}
+
+static void
+run_calls(struct loop *l)
+{
+	struct call *list, *rev = NULL;
+
+	pthread_mutex_lock(&l->lock);
+	list = l->calls;
+	l->calls = NULL;
+	pthread_mutex_unlock(&l->lock);
+	while (list != NULL) { /* oldest first */
+		struct call *next = list->next;
+		list->next = rev;
+		rev = list;
+		list = next;
+	}
+	while (rev != NULL) {
+		struct call *next = rev->next;
+		int rc = rev->fn(rev->arg);
+		pthread_mutex_lock(&l->lock);
+		rev->rc = rc;
+		rev->done = true;
+		pthread_cond_broadcast(&l->cond);
+		pthread_mutex_unlock(&l->lock);
+		rev = next;
+	}
+}
+
+/* ---- connections ---- */
+
+static void
+count_ready(struct loop *l, struct peer *p)
+{
+	struct conn *c = p->conn;
+
+	pthread_mutex_lock(&l->lock);
+	if (conn_state(c) == CONN_READY && c->peer_synced && !p->counted_ready) {
+		p->counted_ready = true;
+		l->ready_peers++;
+	} else if (p->counted_ready && conn_state(c) == CONN_DEAD) {
+		p->counted_ready = false;
+		l->ready_peers--;
+	}
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static void
+on_ready(void *arg, struct conn *c)
+{
+	struct peer *p = arg;
+
+	p->loop->ops->ready(p->loop->arg, c);
+}
+
+static void
+on_synced(void *arg, struct conn *c)
+{
+	struct peer *p = arg;
+
+	(void)c;
+	count_ready(p->loop, p);
+}
+
+static int
+on_control(void *arg, struct conn *c, const struct ctl_msg *m)
+{
+	struct peer *p = arg;
+
+	return p->loop->ops->control(p->loop->arg, c, m);
+}
+
+static const struct conn_ops peer_ops = {
+    .ready = on_ready, .synced = on_synced, .control = on_control};
+
+static struct peer *
+peer_new(struct loop *l, int fd, bool outbound, bool connecting, const char *endpoint)
+{
+	struct peer *p = calloc(1, sizeof(*p));
+
+	if (p == NULL) {
+		return NULL;
+	}
+	p->kind = EV_CONN;
+	p->loop = l;
+	p->conn = conn_new(&l->env, fd, outbound, connecting, endpoint, &peer_ops, p, p);
+	if (p->conn == NULL) {
+		free(p);
+		return NULL;
+	}
+	p->next = l->peers;
+	l->peers = p;
+	return p;
+}
+
+struct conn *
+loop_next_conn(struct loop *l, struct conn *prev)
+{
+	struct peer *p = prev == NULL ? l->peers : ((struct peer *)prev->arg)->next;
+
+	return p != NULL ? p->conn : NULL;
+}
+
+static void
+dial(struct loop *l, struct dialer *d, uint64_t now)
+{
+	int in_progress, fd = endpoint_connect(&d->ep, &in_progress);
+
+	if (fd < 0) {
+		if (!d->failed_logged) {
+			log_line(l->log, TERN_LOG_WARN, "cannot connect to %s: %s (retrying)",
+			         d->endpoint, tern_last_error());
+			d->failed_logged = true;
+		}
+		d->next_at_ms = now + d->backoff_ms;
+		d->backoff_ms = d->backoff_ms * 2 > l->cfg->reconnect_max_ms
+		                    ? l->cfg->reconnect_max_ms
+		                    : d->backoff_ms * 2;
+		return;
+	}
+	d->peer = peer_new(l, fd, true, in_progress != 0, d->endpoint);
+	if (d->peer == NULL) {
+		close(fd);
+		d->next_at_ms = now + d->backoff_ms;
+		return;
+	}
+	d->peer->dialer = d;
+	conn_start(d->peer->conn);
+}
+
+/* A connection of a dialer ended: schedule the next attempt. */
+static void
+dialer_lost(struct loop *l, struct dialer *d, bool was_ready)
+{
+	d->peer = NULL;
+	if (was_ready) {
+		d->backoff_ms = l->cfg->reconnect_initial_ms;
+		d->failed_logged = false;
+	}
+	d->next_at_ms = clock_ms() + d->backoff_ms;
+	d->backoff_ms = d->backoff_ms * 2 > l->cfg->reconnect_max_ms ? l->cfg->reconnect_max_ms
+	                                                             : d->backoff_ms * 2;
+}
+
+static void
+peer_gone(struct loop *l, struct peer *p)
+{
+	struct conn *c = p->conn;
+
+	p->gone = true;
+	l->ops->gone(l->arg, c);
+	count_ready(l, p);
+	if (c->got_hello) {
+		log_line(l->log, TERN_LOG_INFO, "disconnected from %s (%s): %s",
+		         c->peer_id[0] ? c->peer_id : "?", c->endpoint, c->reason);
+	} else {
+		log_line(l->log, TERN_LOG_DEBUG, "connection %s closed: %s", c->endpoint,
+		         c->reason);
+	}
+	if (p->dialer != NULL && !c->got_hello && !p->dialer->failed_logged) {
+		log_line(l->log, TERN_LOG_WARN, "cannot connect to %s: %s (retrying)", c->endpoint,
+		         c->reason);
+		p->dialer->failed_logged = true;
+	}
+	if (p->dialer != NULL && !l->closing) {
+		dialer_lost(l, p->dialer, c->got_hello);
+	}
+	if (p->dialer != NULL) {
+		p->dialer->peer = NULL;
+		p->dialer = NULL;
+	}
+}
+
+static void
+peer_free(struct loop *l, struct peer *p)
+{
+	struct conn *c = p->conn;
+	uint64_t largest = atomic_load(&c->batch_largest);
+
+	l->batches += atomic_load(&c->batches);
+	l->batch_bytes += atomic_load(&c->batch_bytes);
+	if (largest > l->batch_largest) {
+		l->batch_largest = largest;
+	}
+	conn_free(c);
+	free(p);
+}
+
+/* glibc keeps freed memory for reuse; hand it back. (Not under ASan, whose
+ * allocator is not glibc's: malloc_trim would walk arenas that do not exist.) */
+static void
+trim_heap(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#elif defined(__has_feature)
+#if !__has_feature(address_sanitizer) && !__has_feature(thread_sanitizer)
+	malloc_trim(0);
+#endif
+#else
+	malloc_trim(0);
+#endif
+}
+
+/* Free dead connections once routing has let go of them and what they
+ * received is delivered. */
+static void
+reap(struct loop *l)
+{
+	struct peer **pp = &l->peers;
+	bool freed = false;
+
+	while (*pp != NULL) {
+		struct peer *p = *pp;
+		if (conn_state(p->conn) != CONN_DEAD) {
+			pp = &p->next;
+			continue;
+		}
+		if (!p->gone) {
+			peer_gone(l, p);
+		}
+		if (conn_busy(p->conn)) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		peer_free(l, p);
+		freed = true;
+	}
+	/* give memory freed by closed connections back to the system, so a burst
+	 * of bad peers does not leave the process large */
+	if (freed && clock_since(clock_ms(), l->last_trim_ms) >= 1000) {
+		l->last_trim_ms = clock_ms();
+		trim_heap();
+	}
+}
+
+static void
+run_timers(struct loop *l)
+{
+	uint64_t now = clock_ms();
+
+	for (struct dialer *d = l->dialers; d != NULL; d = d->next) {
+		if (d->peer == NULL && now >= d->next_at_ms && !l->closing) {
+			dial(l, d, now);
+		}
+	}
+	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+		conn_timers(p->conn, clock_ms());
+	}
+	l->ops->tick(l->arg, now);
+}
+
+static void
+accept_all(struct loop *l, struct listener *ls)
+{
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(ls->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+				log_line(l->log, TERN_LOG_WARN, "accept on %s: %s", ls->endpoint,
+				         strerror(errno));
+			}
+			return;
+		}
+		struct peer *p = peer_new(l, fd, false, false, ls->endpoint);
+		if (p == NULL) {
+			close(fd);
+			continue;
+		}
+		conn_start(p->conn);
+	}
+}
+
+/*
+ * With batching.max_delay_us, a batch that is not full yet waits until its
+ * first message has waited that long. Returns true while it should wait,
+ * and notes the deadline so the loop does not sleep past it.
+ */
+static bool
+batch_held(struct loop *l, struct conn *c)
+{
+	uint64_t delay_ns = (uint64_t)l->cfg->batch_max_delay_us * 1000u;
+	uint64_t due;
+
+	if (delay_ns == 0 || c->low_latency || conn_state(c) != CONN_READY) {
+		return false;
+	}
+	due = atomic_load(&c->pending_since_ns) + delay_ns;
+	if (clock_ns() >= due || conn_queued(c) >= c->batch_max) {
+		return false;
+	}
+	if (l->delay_until_ns == 0 || due < l->delay_until_ns) {
+		l->delay_until_ns = due;
+	}
+	return true;
+}
+
+static bool
+still_filling(struct loop *l, struct peer *p)
+{
+	struct conn *c = p->conn;
+	uint64_t mark, now;
+
+	/* only a polling thread looks again within a microsecond */
+	if (c->low_latency || l->cfg->batch_max_delay_us > 0 || conn_state(c) != CONN_READY ||
+	    !atomic_load_explicit(&l->spinning, memory_order_relaxed)) {
+		return false;
+	}
+	mark = conn_tail_mark(c);
+	if (mark == p->fill_mark) {
+		return false;
+	}
+	now = clock_ns();
+	p->fill_mark = mark;
+	if (p->fill_since == 0) {
+		p->fill_since = now;
+	}
+	return clock_since(now, p->fill_since) < FILL_MAX_NS;
+}
+
+/* Flush every connection with queued data; true if anything was written. */
+static bool
+flush_all(struct loop *l)
+{
+	bool any = false;
+
+	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+		struct conn *c = p->conn;
+		/* a full socket is written when epoll says it drained */
+		if (atomic_load_explicit(&c->pending, memory_order_acquire) &&
+		    !atomic_load_explicit(&c->choked, memory_order_relaxed) &&
+		    conn_state(c) != CONN_DEAD && !batch_held(l, c)) {
+			if (still_filling(l, p)) {
+				continue;
+			}
+			p->fill_since = 0;
+			/* busy only if bytes moved: data that waits for credit is
+			 * no reason to keep polling */
+			any |= conn_flush(c);
+		}
+		conn_reap_failed_write(c);
+	}
+	return any;
+}
+
+static bool
+retry_stalled(struct loop *l)
+{
+	bool progress = false;
+
+	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+		if (p->conn->nstalled > 0) {
+			progress |= conn_retry_stalled(p->conn);
+		}
+	}
+	return progress;
+}
+
+static bool
+anything_pending(struct loop *l)
+{
+	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+		if (atomic_load(&p->conn->pending) && !atomic_load(&p->conn->choked)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Handle what epoll reports within timeout_us (negative: no limit). */
+static int
+poll_events(struct loop *l, int64_t timeout_us)
+{
+	struct epoll_event evs[64];
+	struct timespec ts = {.tv_sec = timeout_us / 1000000,
+	                      .tv_nsec = timeout_us % 1000000 * 1000};
+	int n = epoll_pwait2(l->epfd, evs, 64, timeout_us < 0 ? NULL : &ts, NULL);
+
+	for (int i = 0; i < n; i++) {
+		int *kind = evs[i].data.ptr;
+		if (*kind == EV_WAKE) {
+			uint64_t v;
+			if (read(l->wakefd, &v, sizeof(v)) < 0) {
+				/* nothing to read: a spurious wake */
+			}
+		} else if (*kind == EV_LISTENER) {
+			accept_all(l, (struct listener *)(void *)kind);
+		} else {
+			conn_on_event(((struct peer *)(void *)kind)->conn, evs[i].events);
+		}
+	}
+	return n;
+}
+
+/*
+ * Spinning after traffic saves a wake-up per burst, but only pays while a
+ * core is free for it: on a machine with few cores, or a process with many
+ * nodes (a benchmark's hundred senders), spinning threads would take the
+ * CPU from the threads that do the work. So at most one I/O thread per
+ * spare core spins at a time, process-wide.
+ */
+static atomic_int spinners;
+
+static bool
+spin_slot_take(struct loop *l)
+{
+	static atomic_int max;
+
+	if (atomic_load(&max) == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		atomic_store(&max, n > 2 ? (int)n - 1 : 1);
+	}
+	if (atomic_fetch_add(&spinners, 1) < atomic_load(&max)) {
+		atomic_store(&l->spinning, true);
+		return true;
+	}
+	atomic_fetch_sub(&spinners, 1);
+	return false;
+}
+
+static void
+spin_slot_give(struct loop *l, bool *have)
+{
+	if (*have) {
+		atomic_store(&l->spinning, false);
+		atomic_fetch_sub(&spinners, 1);
+		*have = false;
+	}
+}
+
+/* Sleep until an event, a wake-up or the next timer tick. */
+static void
+io_sleep(struct loop *l)
+{
+	/* Announce it, then look once more for work queued before the
+	 * announcement became visible to publishers. */
+	atomic_store(&l->sleeping, 1);
+	pthread_mutex_lock(&l->lock);
+	bool calls = l->calls != NULL;
+	pthread_mutex_unlock(&l->lock);
+	if (!anything_pending(l) && !calls) {
+		poll_events(l, 10000);
+		l->ops->round(l->arg);
+	}
+	atomic_store(&l->sleeping, 0);
+}
+
+/* One round: calls, events, writes, backlogs, dead connections, timers.
+ * True if anything moved. */
+static bool
+one_round(struct loop *l, uint64_t *last_timers)
+{
+	bool busy = false;
+	uint64_t now;
+
+	run_calls(l);
+	busy |= poll_events(l, 0) > 0;
+	busy |= l->ops->round(l->arg);
+	busy |= flush_all(l);
+	busy |= retry_stalled(l);
+	l->ops->round(l->arg);
+	reap(l);
+	now = clock_ns();
+	if (clock_since(now, *last_timers) > TICK_NS) {
+		run_timers(l);
+		*last_timers = now;
+	}
+	return busy;
+}
+
+/* Idle: wait for a batch that is held back, or linger, or sleep. */
+static void
+idle(struct loop *l, bool *linger)
+{
+	uint64_t now = clock_ns();
+
+	if (*linger && l->delay_until_ns == 0) {
+		*linger = poll_events(l, LINGER_US) > 0;
+		l->ops->round(l->arg);
+		return;
+	}
+	if (l->delay_until_ns != 0) {
+		/* a held batch is due soon: wait for it without sleeping long */
+		uint64_t left = l->delay_until_ns > now ? l->delay_until_ns - now : 0;
+		l->delay_until_ns = 0;
+		if (left > 2000000) {
+			poll_events(l, (int64_t)(left / 1000) - 1000);
+			l->ops->round(l->arg);
+		}
+		return;
+	}
+	io_sleep(l);
+}
+
+static void *
+io_main(void *arg)
+{
+	struct loop *l = arg;
+	uint64_t last_busy = clock_ns(), last_timers = 0;
+	unsigned idle_rounds = 0;
+	bool spinning = false, linger = false;
+
+	while (!atomic_load(&l->stop)) {
+		/* while idle-spinning, look at the sockets and the clock only every
+		 * few rounds: queued data is seen through the pending flags */
+		if (idle_rounds > 0 && (idle_rounds & 15) != 0) {
+			idle_rounds++;
+			if (!anything_pending(l)) {
+				cpu_relax();
+				continue;
+			}
+		}
+		if (one_round(l, &last_timers)) {
+			last_busy = clock_ns();
+			idle_rounds = 0;
+			linger = true;
+			continue;
+		}
+		if (clock_since(clock_ns(), last_busy) < SPIN_NS &&
+		    (spinning || (spinning = spin_slot_take(l)))) {
+			/* spin politely: a thread waiting for this core runs first */
+			sched_yield();
+			idle_rounds++;
+			continue;
+		}
+		spin_slot_give(l, &spinning);
+		idle_rounds = 0;
+		bool slept = !linger && l->delay_until_ns == 0;
+		idle(l, &linger);
+		if (slept) {
+			/* a timer tick is not traffic: sleep again soon */
+			last_busy = clock_ns() - SPIN_NS;
+		}
+	}
+	spin_slot_give(l, &spinning);
+	return NULL;
+}
+
+/* ---- open, listen, connect, close ---- */
+
+int
+loop_open(struct loop **out, const tern_config *cfg, const struct logger *log, uint64_t window_init,
+          uint64_t window_max, const struct loop_ops *ops, void *arg)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct loop *l = calloc(1, sizeof(*l));
+
+	if (l == NULL) {
+		return TERN_ENOMEM;
+	}
+	l->cfg = cfg;
+	l->log = log;
+	l->ops = ops;
+	l->arg = arg;
+	l->wake_kind = EV_WAKE;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (l->epfd < 0 || l->wakefd < 0) {
+		int rc = tern__error(TERN_ESYS, "epoll/eventfd: %s", strerror(errno));
+		if (l->epfd >= 0) {
+			close(l->epfd);
+		}
+		if (l->wakefd >= 0) {
+			close(l->wakefd);
+		}
+		free(l);
+		return rc;
+	}
+	ev.data.ptr = &l->wake_kind;
+	epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &ev);
+	l->env.cfg = cfg;
+	l->env.log = log;
+	l->env.epfd = l->epfd;
+	l->env.window_init = window_init;
+	l->env.window_max = window_max;
+	*out = l;
+	return 0;
+}
+
+int
+loop_start(struct loop *l)
+{
+	if (pthread_create(&l->thread, NULL, io_main, l) != 0) {
+		return tern__error(TERN_ESYS, "cannot start the I/O thread");
+	}
+	l->started = true;
+	return 0;
+}
+
+struct listen_args {
+	struct loop *loop;
+	const char *endpoint;
+	char *bound;
+	size_t bound_len;
+	char err[512];
+};
+
+static int
+do_listen(void *arg)
+{
+	struct listen_args *a = arg;
+	struct loop *l = a->loop;
+	struct epoll_event ev = {.events = EPOLLIN};
+	struct endpoint ep;
+	struct listener *ls;
+	int fd, rc;
+
+	if ((rc = endpoint_parse(a->endpoint, &ep)) != 0) {
+		snprintf(a->err, sizeof(a->err), "%s", tern_last_error());
+		return rc;
+	}
+	ls = calloc(1, sizeof(*ls));
+	if (ls == NULL) {
+		return TERN_ENOMEM;
+	}
+	fd = endpoint_listen(&ep, ls->endpoint, sizeof(ls->endpoint));
+	if (fd < 0) {
+		snprintf(a->err, sizeof(a->err), "%s", tern_last_error());
+		free(ls);
+		return fd;
+	}
+	ls->kind = EV_LISTENER;
+	ls->fd = fd;
+	if (ep.unix_domain) {
+		snprintf(ls->path, sizeof(ls->path), "%s", ep.host);
+	}
+	ev.data.ptr = ls;
+	epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev);
+	ls->next = l->listeners;
+	l->listeners = ls;
+	if (a->bound != NULL && a->bound_len > 0) {
+		snprintf(a->bound, a->bound_len, "%s", ls->endpoint);
+	}
+	log_line(l->log, TERN_LOG_INFO, "listening on %s", ls->endpoint);
+	return 0;
+}
+
+int
+loop_listen(struct loop *l, const char *endpoint, char *bound, size_t bound_len)
+{
+	struct listen_args a = {
+	    .loop = l, .endpoint = endpoint, .bound = bound, .bound_len = bound_len};
+	int rc = loop_call(l, do_listen, &a);
+
+	if (rc != 0 && a.err[0]) {
+		tern__error(rc, "%s", a.err);
+	}
+	return rc;
+}
+
+struct connect_args {
+	struct loop *loop;
+	struct dialer *dialer;
+};
+
+static int
+do_connect(void *arg)
+{
+	struct connect_args *a = arg;
+	struct loop *l = a->loop;
+	struct dialer *d = a->dialer;
+
+	d->backoff_ms = l->cfg->reconnect_initial_ms;
+	d->next_at_ms = 0;
+	d->next = l->dialers;
+	l->dialers = d;
+	dial(l, d, clock_ms());
+	return 0;
+}
+
+int
+loop_connect(struct loop *l, const char *endpoint)
+{
+	struct connect_args a = {.loop = l};
+	int rc;
+
+	a.dialer = calloc(1, sizeof(*a.dialer));
+	if (a.dialer == NULL) {
+		return TERN_ENOMEM;
+	}
+	if ((rc = endpoint_parse(endpoint, &a.dialer->ep)) != 0) {
+		free(a.dialer);
+		return rc;
+	}
+	snprintf(a.dialer->endpoint, sizeof(a.dialer->endpoint), "%s", endpoint);
+	return loop_call(l, do_connect, &a);
+}
+
+int
+loop_wait_peers(struct loop *l, int n, int timeout_ms)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (timeout_ms >= 0) {
+		ts.tv_sec += timeout_ms / 1000;
+		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+	}
+	pthread_mutex_lock(&l->lock);
+	while (l->ready_peers < n && rc == 0) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&l->cond, &l->lock);
+		} else if (pthread_cond_timedwait(&l->cond, &l->lock, &ts) == ETIMEDOUT) {
+			rc = l->ready_peers >= n ? 0 : TERN_ETIMEDOUT;
+		}
+	}
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+int
+loop_ready_peers(struct loop *l)
+{
+	pthread_mutex_lock(&l->lock);
+	int n = l->ready_peers;
+	pthread_mutex_unlock(&l->lock);
+	return n;
+}
+
+void
+loop_write_totals(struct loop *l, tern_stats *st)
+{
+	st->batches = l->batches;
+	st->batch_bytes = l->batch_bytes;
+	st->batch_largest = l->batch_largest;
+	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+		uint64_t largest = atomic_load(&p->conn->batch_largest);
+		st->batches += atomic_load(&p->conn->batches);
+		st->batch_bytes += atomic_load(&p->conn->batch_bytes);
+		if (largest > st->batch_largest) {
+			st->batch_largest = largest;
+		}
+	}
+}
+
+static int
+do_goodbye(void *arg)
+{
+	struct loop *l = arg;
+	struct ctl_msg m = {.type = CTL_GOODBYE};
+
+	m.u.reason.p = "node closing";
+	m.u.reason.len = strlen(m.u.reason.p);
+	l->closing = true;
+	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+		struct conn *c = p->conn;
+		if (conn_state(c) == CONN_READY) {
+			conn_send_ctl(c, &m);
+			conn_flush(c);
+			/* Half-close and wait for the peer to hang up: closing with
+			 * its credit grants unread would reset the connection and
+			 * could discard data the peer has received but not read. */
+			shutdown(c->fd, SHUT_WR);
+		} else {
+			conn_fail(c, "node closing");
+		}
+	}
+	return 0;
+}
+
+static int
+all_closed(void *arg)
+{
+	struct loop *l = arg;
+
+	return l->peers == NULL;
+}
+
+static int
+drain_done(void *arg)
+{
+	struct loop *l = arg;
+
+	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+		struct conn *c = p->conn;
+		/* reliable data is done when the peer has consumed it, not when it
+		 * is in the kernel: a slow link may still be carrying it */
+		if (conn_state(c) == CONN_READY &&
+		    (atomic_load(&c->pending) || conn_queued(c) > 0)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void
+wait_until(struct loop *l, int (*done)(void *), uint64_t ms)
+{
+	uint64_t deadline = clock_ms() + ms;
+
+	while (loop_call(l, done, l) == 0 && clock_ms() < deadline) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void
+free_all(struct loop *l)
+{
+	while (l->peers != NULL) {
+		struct peer *p = l->peers;
+		l->peers = p->next;
+		if (!p->gone) {
+			conn_fail(p->conn, "node closing");
+			p->gone = true;
+			l->ops->gone(l->arg, p->conn);
+		}
+		peer_free(l, p);
+	}
+	while (l->listeners != NULL) {
+		struct listener *ls = l->listeners;
+		l->listeners = ls->next;
+		close(ls->fd);
+		if (ls->path[0]) {
+			unlink(ls->path);
+		}
+		free(ls);
+	}
+	while (l->dialers != NULL) {
+		struct dialer *d = l->dialers;
+		l->dialers = d->next;
+		free(d);
+	}
+}
+
+void
+loop_close(struct loop *l)
+{
+	if (l == NULL) {
+		return;
+	}
+	if (l->started) {
+		/* write what is queued, bounded, then say goodbye; what was sent is
+		 * consumed by then: peers hang up as soon as the goodbye reaches
+		 * them, one round trip */
+		wait_until(l, drain_done, l->cfg->publish_timeout_ms);
+		loop_call(l, do_goodbye, l);
+		wait_until(l, all_closed, 3000);
+		atomic_store(&l->stop, true);
+		loop_wake(l);
+		pthread_join(l->thread, NULL);
+		l->started = false;
+	}
+	free_all(l);
+	close(l->epfd);
+	close(l->wakefd);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->cond);
+	free(l);
+}

@@ -1,0 +1,204 @@
+/*
+ * outchan.h - the sending side of one channel: a ring of whole frames, the
+ * credit the receiver granted, and for reliable channels the frames kept
+ * until the receiver reports them consumed.
+ *
+ * The ring's head is the oldest frame still held; a reliable channel keeps
+ * `sent` bytes past the head that were written but not acknowledged; what
+ * follows waits for the socket. A best-effort channel drops frames as soon
+ * as they are written.
+ *
+ * Threads and locks (the owner, conn.c, holds `flush_lock` while it reads
+ * the ring; the session decides who produces):
+ *  - producer (outchan_send, outchan_forward, outchan_resume): one thread
+ *    at a time, serialised by the producer's owner (a publisher's send
+ *    lock, or the I/O thread for forwarded traffic);
+ *  - consumer (outchan_take, outchan_settle, outchan_release): whoever
+ *    holds flush_lock;
+ *  - outchan_on_credit and the stall clock: the I/O thread;
+ *  - growing the ring excludes the consumer by taking flush_lock;
+ *  - `credit`, `sent`, `broken`, `detached` and the time stamps are atomic:
+ *    producers read them without a lock.
+ * The upward calls (struct outchan_ops) run on whichever thread made room
+ * or queued the frame, with flush_lock held only for `wake` from settle.
+ */
+#ifndef TERN_OUTCHAN_H
+#define TERN_OUTCHAN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "ring.h"
+#include "wire.h"
+
+struct outchan;
+
+/* What a connection's send rings may hold in all: queue.max_bytes. */
+struct outchan_budget {
+	_Atomic uint64_t used;
+	uint64_t max;
+};
+
+struct outchan_ops {
+	/* Room may have opened, or the channel broke: a publisher waiting for
+	 * room looks again. Any thread; must not block. */
+	void (*wake)(void *arg);
+	/* A frame of `len` bytes is about to be queued (before), or was queued
+	 * (!before): the writer decides who writes it and when. Producer's
+	 * thread. */
+	void (*queued)(void *owner, struct outchan *oc, size_t len, bool before);
+};
+
+/* How a channel ended, as far as a publisher is concerned. */
+enum outchan_broken {
+	OUTCHAN_OK = 0,
+	OUTCHAN_LOST,   /* the connection broke: the peer may come back */
+	OUTCHAN_DROPPED /* the peer left or was dropped: nothing to resume */
+};
+
+struct outchan_params {
+	uint32_t id;
+	bool reliable;
+	uint32_t frame_max;   /* largest frame payload the peer accepts */
+	uint64_t peer_window; /* the peer's first grant */
+	size_t ring_min;      /* the ring holds at least this */
+	pthread_mutex_t *flush_lock;
+	struct outchan_budget *budget;
+	const struct outchan_ops *ops;
+	void *arg;         /* for ops->wake: the session's source */
+	void *owner;       /* for ops->queued: the connection */
+	const char *label; /* the key, for messages; must outlive the channel */
+};
+
+struct outchan {
+	uint32_t id;
+	bool retain; /* reliable: frames are kept until consumed */
+	uint32_t frame_max;
+	uint64_t peer_window;
+	pthread_mutex_t *flush_lock;
+	struct outchan_budget *budget;
+	const struct outchan_ops *ops;
+	void *arg, *owner;
+	const char *label;
+
+	struct ring ring;
+	_Atomic int64_t credit;   /* bytes the receiver still accepts */
+	atomic_int broken;        /* enum outchan_broken */
+	atomic_bool detached;     /* no longer routed: the session closes it */
+	atomic_bool blocked_sent; /* a BLOCKED report went out since the last credit */
+	bool want_blocked;        /* consumer: data waits for credit, tell the peer */
+	_Atomic size_t sent;      /* written, kept until acknowledged (reliable) */
+	uint64_t acked;           /* I/O thread: bytes the peer reported consumed */
+	uint64_t freed;           /* I/O thread: bytes released from the ring */
+
+	uint64_t last_seq;                 /* producer: the last sequence number queued */
+	bool fwd_open;                     /* producer: a forwarded chunked message is open */
+	_Atomic uint64_t starved_since_ms; /* since when data waits on the peer, or 0 */
+	_Atomic uint64_t last_ack_ms;      /* when the peer last reported progress */
+	_Atomic uint64_t last_write_ms;    /* when the socket last took this channel's data */
+	_Atomic uint64_t rate_Bps;         /* consumed bytes a second, over the last second */
+	uint64_t rate_t0_ms, rate_acked0;  /* I/O thread: where that measure started */
+
+	/* producer-side counters: one writer at a time, read by any thread */
+	_Atomic uint64_t messages, bytes, dropped;
+};
+
+int outchan_new(struct outchan **out, const struct outchan_params *p);
+void outchan_free(struct outchan *oc);
+
+static inline size_t
+outchan_unsent(struct outchan *oc)
+{
+	return ring_used(&oc->ring) - atomic_load_explicit(&oc->sent, memory_order_relaxed);
+}
+
+/* ---- producer ---- */
+
+/* Room for a message of len bytes as it would be framed here. */
+bool outchan_has_room(struct outchan *oc, size_t len);
+/* Room, or the ring grown for it where the queue may grow: the window
+ * outgrew the ring, or the peer is stalled (see outchan.c); force: grow
+ * within the budget whatever the peer does (a producer that cannot wait). */
+bool outchan_room_or_grow(struct outchan *oc, size_t len, bool force);
+
+/* How a producer waits for room; room() returns false to give up. */
+struct outchan_wait {
+	bool (*room)(void *ctx, struct outchan *oc, size_t len);
+	void *ctx;
+};
+
+/*
+ * Queue one message: a data frame, or chunks of at most frame_max bytes.
+ * Without room: wait through w if may_wait, else drop it. A chunked message
+ * once started is finished, waiting through w (if any) even when may_wait
+ * is false, so the receiver rarely holds a half message. 0, or TERN_ECLOSED
+ * (the channel broke or was detached), TERN_ETIMEDOUT (w gave up),
+ * TERN_EAGAIN (no room, no waiting).
+ */
+int outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
+                 const struct outchan_wait *w);
+
+/*
+ * Forward one chunk of a message received on another connection, cut to
+ * this channel's frame size. A channel opened while a message was under way
+ * starts at the next message's first chunk: the receiver could do nothing
+ * with the middle of one. Without room: false (nothing queued), or with
+ * drop_if_full the rest of the message is dropped on this channel.
+ */
+bool outchan_forward(struct outchan *oc, const struct wire_frame *f, uint64_t seq,
+                     const uint8_t *payload, bool drop_if_full);
+/* Room to forward this chunk (true for one the channel would skip). */
+bool outchan_forward_room(struct outchan *oc, const struct wire_frame *f);
+
+/* ---- consumer (flush_lock held) ---- */
+
+/*
+ * Whole frames of unsent data after `already` bytes, at most `limit` (at
+ * least one frame if it fits in `room`) and within the credit, as iovecs
+ * (at most 2). The credit is taken; outchan_settle gives back what the
+ * socket did not take. Returns the bytes taken (0: none; then a BLOCKED
+ * report is wanted if credit was the reason).
+ */
+size_t outchan_take(struct outchan *oc, size_t already, size_t limit, size_t room,
+                    struct iovec iov[2], int *niov, uint64_t now_ms);
+/*
+ * The socket took `written` of the `taken` bytes. A frame it cut in two
+ * must be finished before anything else is written: outchan_cut_end gives
+ * the end of that frame (== written when nothing was cut), and the caller
+ * copies [written, end) aside with outchan_copy_cut. Then outchan_settle
+ * releases the first `done` (that end) bytes: a best-effort ring drops
+ * them, a reliable one keeps them until acknowledged; whole frames not
+ * written stay queued, and their credit comes back.
+ */
+size_t outchan_cut_end(struct outchan *oc, size_t taken, size_t written);
+void outchan_copy_cut(struct outchan *oc, size_t from, uint8_t *out, size_t len);
+void outchan_settle(struct outchan *oc, size_t taken, size_t done, bool wrote, uint64_t now_ms);
+/* Data waits on the peer (no credit, or a full socket) from now on. */
+void outchan_mark_starved(struct outchan *oc, uint64_t now_ms);
+
+/* ---- I/O thread ---- */
+
+/* A CREDIT message: bytes granted, total consumed. Returns true if frames
+ * wait that the new credit lets through. */
+bool outchan_on_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms);
+/* The connection failed: publishers waiting on it give up. */
+void outchan_break(struct outchan *oc, enum outchan_broken how);
+/* Data has waited on a peer that neither consumed nor took anything for
+ * at least ms: a slow consumer. */
+bool outchan_stalled_for(struct outchan *oc, uint64_t now_ms, uint64_t ms);
+
+/*
+ * Where the frames kept in the ring start: the sequence number of the
+ * first message, and whether they begin inside a message (its first chunk
+ * was consumed). Then hand the ring over (the channel is left empty).
+ */
+void outchan_take_kept(struct outchan *oc, struct ring *kept, uint64_t *head_seq, bool *head_mid);
+/* Queue frames kept from an earlier channel (see outchan_take_kept),
+ * renumbered for this one. Returns the messages queued. Caller is the
+ * producer. */
+int outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool head_mid);
+
+#endif

@@ -1,0 +1,1921 @@
+/*
+ * session.c - interests, sources, routes, delivery and the publish path.
+ * See session.h for the design and the thread rules.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "clock.h"
+#include "error.h"
+#include "keyexpr.h"
+#include "park.h"
+#include "session.h"
+#include "subq.h"
+#include "writer.h"
+
+#define MAX_HOPS        32
+#define SUB_RING        (1u << 20)
+#define WAIT_RECHECK_NS 20000000 /* a publisher waiting for room looks again this often */
+#define DYING_MAX       4
+
+/* A local subscriber. The I/O thread owns the list; `closing` and the
+ * counters are read by any thread. */
+struct sink {
+	struct session *session;
+	char *keyexpr;
+	size_t ke_len;
+	uint64_t id;
+	tern_sub_fn fn; /* NULL: a pull subscriber, with a queue */
+	void *arg;
+	struct subq q;
+	bool held;           /* I/O thread: holds q.lock until the read is parsed */
+	atomic_bool closing; /* publishers stop waiting for room here */
+	_Atomic uint64_t messages, bytes, missed;
+	struct sink *next;
+};
+
+struct out {
+	struct outchan *oc;
+	struct conn *conn;
+};
+
+/* A source of messages: a local publisher, or a remote one seen on the wire. */
+struct src {
+	struct session *session;
+	char *key;
+	size_t key_len;
+	char *publisher;
+	size_t publisher_len;
+	uint64_t instance;
+	int reliability;
+	bool local;
+	/* the route: I/O thread, under route_lock for a local source */
+	struct out *outs;
+	int nouts, outs_cap;
+	struct sink **subs;
+	int nsubs, subs_cap;
+	struct parked *parked;
+	unsigned gen; /* bumped at every change of the route */
+	/* remote: the highest sequence delivered (duplicates dropped) */
+	uint64_t last_seq;
+	bool seen;
+	/* local */
+	pthread_mutex_t send_lock;  /* a publication at a time: the rings' producer */
+	pthread_mutex_t route_lock; /* outs, subs, parked, the copy's flag */
+	pthread_mutex_t wait_lock;  /* waiting for room (a leaf) */
+	pthread_cond_t wait_cond;
+	atomic_int waiters;
+	bool inside;      /* under route_lock: a publisher sends from its copy */
+	bool update_due;  /* I/O thread: a change waits for the publisher */
+	uint64_t seq;     /* under send_lock */
+	struct out *copy; /* under send_lock: the route as last copied */
+	int ncopy, copy_cap;
+	struct sink **copy_subs;
+	int ncopy_subs, copy_subs_cap;
+	unsigned copy_gen;
+	bool copied;
+	_Atomic uint64_t messages, bytes, dropped, undelivered;
+	struct src *next;
+};
+
+/* A subscription known to this node: local, or declared by peers. */
+struct interest {
+	char *origin;
+	uint64_t sub_id;
+	char *keyexpr;
+	size_t ke_len;
+	uint64_t hops;
+	struct sink *local;
+	struct conn **from; /* peers that declared it; from[0] is the route toward it */
+	int nfrom, from_cap;
+	struct interest *next;
+};
+
+struct session {
+	const tern_config *cfg;
+	const struct logger *log;
+	uint64_t instance;
+	struct loop *loop;
+	/* I/O thread */
+	struct interest *interests;
+	struct src *remote;
+	struct src *pubs;
+	struct sink *sinks;
+	struct sink **held; /* pull subscribers whose queue lock this thread holds */
+	int nheld, held_cap, nsinks;
+	bool updates_due;
+	uint64_t next_sub_id, next_pub_id;
+	/* totals of closed publishers; messages received */
+	_Atomic uint64_t messages_out, bytes_out, dropped, messages_in, bytes_in;
+};
+
+#define COUNT(var, n)                                                                              \
+	atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),    \
+	                      memory_order_relaxed)
+
+static struct ctl_str
+cstr(const char *s)
+{
+	struct ctl_str r = {s, strlen(s)};
+	return r;
+}
+
+static bool
+push_ptr(void ***arr, int *n, int *cap, void *p)
+{
+	if (*n == *cap) {
+		int nc = *cap ? *cap * 2 : 4;
+		void **a = realloc(*arr, (size_t)nc * sizeof(void *));
+		if (a == NULL) {
+			return false;
+		}
+		*arr = a;
+		*cap = nc;
+	}
+	(*arr)[(*n)++] = p;
+	return true;
+}
+
+static bool
+push_out(struct src *s, struct outchan *oc, struct conn *c)
+{
+	if (s->nouts == s->outs_cap) {
+		int nc = s->outs_cap ? s->outs_cap * 2 : 4;
+		struct out *a = realloc(s->outs, (size_t)nc * sizeof(*a));
+		if (a == NULL) {
+			return false;
+		}
+		s->outs = a;
+		s->outs_cap = nc;
+	}
+	s->outs[s->nouts].oc = oc;
+	s->outs[s->nouts++].conn = c;
+	return true;
+}
+
+static struct subq_src
+entry_src(const struct src *s)
+{
+	struct subq_src e = {s->key, s->key_len, s->publisher, s->publisher_len};
+	return e;
+}
+
+/* ---- local subscribers ---- */
+
+/* The I/O thread takes a queue's lock at its first message of a read and
+ * keeps it until the read is parsed, so a burst costs one lock and one
+ * wake-up, not one per message. */
+static void
+hold(struct sink *k)
+{
+	struct session *s = k->session;
+
+	if (!k->held) {
+		pthread_mutex_lock(&k->q.lock);
+		k->held = true;
+		s->held[s->nheld++] = k;
+	}
+}
+
+static void
+release_held(struct session *s)
+{
+	for (int i = 0; i < s->nheld; i++) {
+		struct sink *k = s->held[i];
+		k->held = false;
+		subq_signal(&k->q);
+		pthread_mutex_unlock(&k->q.lock);
+	}
+	s->nheld = 0;
+}
+
+static void
+count_delivered(struct sink *k, size_t len)
+{
+	atomic_fetch_add_explicit(&k->messages, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&k->bytes, len, memory_order_relaxed);
+}
+
+static void
+sink_call(struct sink *k, const struct src *s, uint64_t seq, const uint8_t *data, size_t len)
+{
+	tern_msg m = {
+	    .key = s->key, .data = data, .len = len, .seq = seq, .publisher = s->publisher};
+
+	count_delivered(k, len);
+	k->fn(k->arg, &m);
+}
+
+/* Queue a copy for a pull subscriber from a publisher of this node,
+ * waiting for room until *deadline_ms (NULL: do not wait). */
+static int
+sink_push_local(struct sink *k, const struct src *s, uint64_t seq, const uint8_t *data, size_t len,
+                uint64_t *deadline_ms)
+{
+	struct subq_src e = entry_src(s);
+	bool big = len > SUBQ_INLINE_MAX;
+	size_t entry = subq_entry_size(&e, len, big);
+	uint64_t timeout = s->session->cfg->publish_timeout_ms;
+	uint8_t *heap = NULL;
+	bool room;
+
+	for (;;) {
+		pthread_mutex_lock(&k->q.lock);
+		room = subq_room(&k->q, entry, big ? len : 0);
+		if (room || deadline_ms == NULL || atomic_load(&k->closing)) {
+			break;
+		}
+		if (*deadline_ms == 0) {
+			*deadline_ms = clock_ms() + timeout;
+		}
+		if (clock_ms() >= *deadline_ms) {
+			break;
+		}
+		pthread_mutex_unlock(&k->q.lock);
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+	}
+	if (room && big && (heap = malloc(len)) != NULL) {
+		memcpy(heap, data, len);
+	}
+	if (room && (!big || heap != NULL)) {
+		subq_push(&k->q, &e, seq, data, len, heap);
+		count_delivered(k, len);
+		subq_signal(&k->q);
+	}
+	pthread_mutex_unlock(&k->q.lock);
+	if (!room) {
+		return deadline_ms != NULL ? TERN_ETIMEDOUT : TERN_EAGAIN;
+	}
+	return big && heap == NULL ? TERN_ENOMEM : 0;
+}
+
+/* The reader made room in a queue the I/O thread waits on. */
+static void
+sink_wake(void *arg)
+{
+	struct sink *k = arg;
+
+	loop_wake(k->session->loop);
+}
+
+/* ---- interests ---- */
+
+static void
+send_sub(struct conn *c, const struct interest *i, bool declare)
+{
+	struct ctl_msg m = {.type = declare ? CTL_SUB : CTL_UNSUB};
+
+	m.u.sub.origin = cstr(i->origin);
+	m.u.sub.sub_id = i->sub_id;
+	m.u.sub.hops = i->hops;
+	m.u.sub.keyexpr.p = i->keyexpr;
+	m.u.sub.keyexpr.len = i->ke_len;
+	conn_send_ctl(c, &m);
+}
+
+/*
+ * A peer-mode node routes for the nodes around it, but is not a transit
+ * between two routers: routers are the backbone and know their own links.
+ * Whatever it does not carry it must not advertise either.
+ */
+static bool
+carries(const struct session *s, const struct conn *from, const struct conn *to)
+{
+	return s->cfg->mode == TERN_MODE_ROUTER || from == NULL || !from->peer_router ||
+	       !to->peer_router;
+}
+
+/* Tell every ready connection but `except`. */
+static void
+spread(struct session *s, const struct interest *i, bool declare, struct conn *except)
+{
+	const struct conn *from = i->nfrom > 0 ? i->from[0] : except;
+
+	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+	     c = loop_next_conn(s->loop, c)) {
+		if (c != except && conn_state(c) == CONN_READY && carries(s, from, c)) {
+			send_sub(c, i, declare);
+		}
+	}
+}
+
+static struct interest *
+interest_find(struct session *s, const char *origin, size_t olen, uint64_t id)
+{
+	for (struct interest *i = s->interests; i != NULL; i = i->next) {
+		if (i->sub_id == id && strlen(i->origin) == olen &&
+		    memcmp(i->origin, origin, olen) == 0) {
+			return i;
+		}
+	}
+	return NULL;
+}
+
+static void
+interest_free(struct interest *i)
+{
+	free(i->origin);
+	free(i->keyexpr);
+	free(i->from);
+	free(i);
+}
+
+static void
+interest_unlink(struct session *s, struct interest *dead)
+{
+	for (struct interest **pp = &s->interests; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == dead) {
+			*pp = dead->next;
+			return;
+		}
+	}
+}
+
+static bool
+from_add(struct interest *i, struct conn *c)
+{
+	for (int k = 0; k < i->nfrom; k++) {
+		if (i->from[k] == c) {
+			return true;
+		}
+	}
+	return push_ptr((void ***)&i->from, &i->nfrom, &i->from_cap, c);
+}
+
+static bool
+from_remove(struct interest *i, struct conn *c)
+{
+	for (int k = 0; k < i->nfrom; k++) {
+		if (i->from[k] == c) {
+			memmove(i->from + k, i->from + k + 1,
+			        (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
+			i->nfrom--;
+			return true;
+		}
+	}
+	return false;
+}
+
+static struct interest *
+interest_new(const char *origin, size_t olen, uint64_t id, const char *ke, size_t ke_len)
+{
+	struct interest *i = calloc(1, sizeof(*i));
+
+	if (i == NULL) {
+		return NULL;
+	}
+	i->origin = strndup(origin, olen);
+	i->keyexpr = strndup(ke, ke_len);
+	i->ke_len = ke_len;
+	i->sub_id = id;
+	if (i->origin == NULL || i->keyexpr == NULL) {
+		interest_free(i);
+		return NULL;
+	}
+	return i;
+}
+
+static void recompute(struct session *s);
+
+static int
+on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
+{
+	const struct ctl_str *o = &m->u.sub.origin;
+	struct interest *i;
+
+	if (tern__key_check(m->u.sub.keyexpr.p, m->u.sub.keyexpr.len, true) != 0) {
+		return tern__error(TERN_EPROTO, "peer declared a bad key expression: %s",
+		                   tern_last_error());
+	}
+	if (o->len == strlen(s->cfg->id) && memcmp(o->p, s->cfg->id, o->len) == 0) {
+		return 0; /* our own subscription came back around */
+	}
+	i = interest_find(s, o->p, o->len, m->u.sub.sub_id);
+	if (i != NULL) {
+		return from_add(i, c) ? 0 : TERN_ENOMEM;
+	}
+	if (m->u.sub.hops >= MAX_HOPS) {
+		return 0;
+	}
+	i = interest_new(o->p, o->len, m->u.sub.sub_id, m->u.sub.keyexpr.p, m->u.sub.keyexpr.len);
+	if (i == NULL || !from_add(i, c)) {
+		if (i != NULL) {
+			interest_free(i);
+		}
+		return TERN_ENOMEM;
+	}
+	i->hops = m->u.sub.hops + 1;
+	i->next = s->interests;
+	s->interests = i;
+	spread(s, i, true, c);
+	recompute(s);
+	return 0;
+}
+
+static int
+on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
+{
+	struct interest *i =
+	    interest_find(s, m->u.sub.origin.p, m->u.sub.origin.len, m->u.sub.sub_id);
+
+	if (i == NULL || i->local != NULL || !from_remove(i, c)) {
+		return 0;
+	}
+	if (i->nfrom == 0) {
+		interest_unlink(s, i);
+		spread(s, i, false, c);
+		interest_free(i);
+	}
+	recompute(s);
+	return 0;
+}
+
+static void
+on_ready(void *arg, struct conn *c)
+{
+	struct session *s = arg;
+	struct ctl_msg sync = {.type = CTL_SYNC};
+
+	for (struct interest *i = s->interests; i != NULL; i = i->next) {
+		if (i->nfrom == 0 || (i->from[0] != c && carries(s, i->from[0], c))) {
+			send_sub(c, i, true);
+		}
+	}
+	conn_send_ctl(c, &sync);
+	recompute(s);
+}
+
+/* ---- delivery of remote messages (inchan ops, I/O thread) ---- */
+
+static bool
+onward(struct session *s, const struct out *o, const struct conn *from)
+{
+	return o->conn != from && conn_state(o->conn) == CONN_READY && carries(s, from, o->conn);
+}
+
+static bool
+is_duplicate(void *arg, uint64_t seq)
+{
+	struct src *s = arg;
+
+	return s->seen && seq <= s->last_seq;
+}
+
+static void
+started(void *arg, uint64_t seq)
+{
+	struct src *s = arg;
+
+	if (s->seen && seq > s->last_seq + 1) {
+		for (int k = 0; k < s->nsubs; k++) {
+			atomic_fetch_add(&s->subs[k]->missed, seq - s->last_seq - 1);
+		}
+	}
+	s->last_seq = seq;
+	s->seen = true;
+}
+
+static bool
+wants_whole(void *arg)
+{
+	struct src *s = arg;
+
+	return s->nsubs > 0;
+}
+
+/* Room in every pull subscriber's queue, and for a reliable source in
+ * every onward channel: a message goes to all of them or waits. */
+static bool
+room_everywhere(struct src *s, const struct conn *from, size_t len, bool whole)
+{
+	struct subq_src e = entry_src(s);
+	bool big = len > SUBQ_INLINE_MAX;
+	size_t entry = subq_entry_size(&e, len, big);
+
+	for (int k = 0; k < s->nsubs; k++) {
+		struct sink *sink = s->subs[k];
+		if (sink->fn == NULL) {
+			hold(sink);
+			if (!subq_room(&sink->q, entry, big ? len : 0)) {
+				return false;
+			}
+		}
+	}
+	if (!whole || s->reliability != TERN_RELIABLE) {
+		return true;
+	}
+	for (int k = 0; k < s->nouts; k++) {
+		if (onward(s->session, &s->outs[k], from) &&
+		    !outchan_has_room(s->outs[k].oc, len)) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* A large message goes to a pull subscriber as a buffer of its own: each
+ * gets a copy but the last, which takes the caller's buffer (its reader
+ * may free it at once); without memory for a copy, it misses it. */
+static void
+push_pull(struct src *s, uint64_t seq, const uint8_t *data, size_t len, uint8_t **heap)
+{
+	struct subq_src e = entry_src(s);
+	bool big = len > SUBQ_INLINE_MAX;
+	bool can_take = big && heap != NULL && *heap != NULL;
+	struct sink *taker = NULL;
+
+	for (int k = 0; k < s->nsubs; k++) {
+		struct sink *sink = s->subs[k];
+		uint8_t *copy = NULL;
+		if (sink->fn != NULL) {
+			continue;
+		}
+		if (can_take && taker == NULL) {
+			taker = sink;
+			continue;
+		}
+		if (big && (copy = malloc(len)) == NULL) {
+			atomic_fetch_add(&sink->missed, 1);
+			continue;
+		}
+		if (copy != NULL) {
+			memcpy(copy, data, len);
+		}
+		subq_push(&sink->q, &e, seq, data, len, copy);
+		count_delivered(sink, len);
+	}
+	if (taker != NULL) {
+		subq_push(&taker->q, &e, seq, data, len, *heap);
+		count_delivered(taker, len);
+		*heap = NULL;
+	}
+}
+
+static bool
+deliver(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len, uint8_t **heap,
+        bool whole)
+{
+	struct src *s = arg;
+	struct session *ss = s->session;
+
+	if (whole && is_duplicate(s, seq)) {
+		return true;
+	}
+	if (!room_everywhere(s, from, len, whole)) {
+		return false;
+	}
+	if (whole) {
+		started(s, seq);
+	}
+	push_pull(s, seq, data, len, heap);
+	if (whole) {
+		for (int k = 0; k < s->nouts; k++) {
+			if (onward(ss, &s->outs[k], from)) {
+				outchan_send(s->outs[k].oc, seq, data, len, false, NULL);
+			}
+		}
+	}
+	/* callbacks last: one that publishes releases the queues held above */
+	for (int k = 0; k < s->nsubs; k++) {
+		if (s->subs[k]->fn != NULL) {
+			sink_call(s->subs[k], s, seq, data, len);
+		}
+	}
+	COUNT(ss->messages_in, 1);
+	COUNT(ss->bytes_in, len);
+	return true;
+}
+
+static bool
+forward(void *arg, void *from, const struct wire_frame *f, uint64_t seq, const uint8_t *payload)
+{
+	struct src *s = arg;
+	bool reliable = s->reliability == TERN_RELIABLE;
+
+	if (reliable) {
+		for (int k = 0; k < s->nouts; k++) {
+			if (onward(s->session, &s->outs[k], from) &&
+			    !outchan_forward_room(s->outs[k].oc, f)) {
+				return false;
+			}
+		}
+	}
+	for (int k = 0; k < s->nouts; k++) {
+		if (onward(s->session, &s->outs[k], from)) {
+			outchan_forward(s->outs[k].oc, f, seq, payload, !reliable);
+		}
+	}
+	return true;
+}
+
+static const struct inchan_ops src_inchan_ops = {.deliver = deliver,
+                                                 .forward = forward,
+                                                 .duplicate = is_duplicate,
+                                                 .started = started,
+                                                 .wants_whole = wants_whole};
+
+/* ---- channels of a source (outchan ops) ---- */
+
+/* Wake a publisher waiting for room. The fence orders the change that made
+ * room (a release store to a ring's head) before the look at `waiters`; the
+ * waiter increments `waiters` before it looks at the room: one of the two
+ * sees the other. */
+static void
+src_wake(void *arg)
+{
+	struct src *s = arg;
+
+	if (!s->local) {
+		return;
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load(&s->waiters) > 0) {
+		pthread_mutex_lock(&s->wait_lock);
+		pthread_cond_broadcast(&s->wait_cond);
+		pthread_mutex_unlock(&s->wait_lock);
+	}
+}
+
+static void
+src_queued(void *owner, struct outchan *oc, size_t len, bool before)
+{
+	struct src *s = oc->arg;
+
+	if (before) {
+		writer_before_put(s->session->loop, owner, oc, len);
+	} else {
+		writer_after_put(s->session->loop, owner, oc);
+	}
+}
+
+static const struct outchan_ops src_outchan_ops = {.wake = src_wake, .queued = src_queued};
+
+/* ---- routes ---- */
+
+static bool
+conn_wants(struct session *s, struct conn *c, const struct src *src)
+{
+	for (struct interest *i = s->interests; i != NULL; i = i->next) {
+		if (i->nfrom > 0 && i->from[0] == c &&
+		    tern__keyexpr_match(i->keyexpr, i->ke_len, src->key, src->key_len)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+route_lock(struct src *s)
+{
+	if (s->local) {
+		pthread_mutex_lock(&s->route_lock);
+	}
+}
+
+static void
+route_unlock(struct src *s)
+{
+	if (s->local) {
+		pthread_mutex_unlock(&s->route_lock);
+	}
+}
+
+/* Messages in a ring of frames (what a dropped channel or an expired
+ * queue takes with it). */
+static uint64_t
+ring_messages(struct ring *r)
+{
+	size_t used = ring_used(r), off = 0;
+	uint64_t n = 0;
+
+	while (off < used) {
+		uint8_t hdr[WIRE_HDR_MAX];
+		struct wire_frame f;
+		size_t hlen, len = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
+
+		ring_peek(r, off, hdr, len);
+		if (wire_header_decode(hdr, len, UINT64_MAX, &f, &hlen) != 1) {
+			break;
+		}
+		n += f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST);
+		off += hlen + (size_t)f.len;
+	}
+	return n;
+}
+
+/* A channel leaves the route: a broken connection (not a goodbye, not a
+ * slow consumer we dropped) is expected back, so what it had not consumed
+ * is kept; what a dropped peer had not consumed is lost, and counted. */
+static void
+out_close(struct session *s, struct src *src, struct out *o)
+{
+	struct conn *c = o->conn;
+	bool broken = conn_state(c) == CONN_DEAD;
+
+	if (broken && o->oc->retain && !c->said_goodbye && !atomic_load(&c->kill) &&
+	    !loop_closing(s->loop)) {
+		size_t kept = park_keep(&src->parked, c->peer_id, o->oc,
+		                        clock_ms() + s->cfg->slow_consumer_ms);
+		if (kept > 0) {
+			log_line(s->log, TERN_LOG_DEBUG, "keeping %zu bytes of '%s' for %s", kept,
+			         src->key, c->peer_id);
+		}
+	} else if (broken && o->oc->retain && src->local && atomic_load(&c->kill)) {
+		COUNT(src->undelivered, ring_messages(&o->oc->ring));
+	}
+	conn_close_outchan(c, o->oc, true);
+}
+
+static void
+out_open(struct session *s, struct src *src, struct conn *c)
+{
+	struct ctl_msg open = {.type = CTL_OPEN};
+	struct outchan *oc;
+	uint64_t dropped = 0;
+	int resent;
+
+	open.u.open.publisher.p = src->publisher;
+	open.u.open.publisher.len = src->publisher_len;
+	open.u.open.key.p = src->key;
+	open.u.open.key.len = src->key_len;
+	open.u.open.reliability = (uint64_t)src->reliability;
+	open.u.open.instance = src->instance;
+	oc = conn_open_outchan(c, &open, src->reliability == TERN_RELIABLE, &src_outchan_ops, src);
+	if (oc == NULL) {
+		return;
+	}
+	if (!push_out(src, oc, c)) {
+		conn_close_outchan(c, oc, true);
+		return;
+	}
+	resent = park_resume(&src->parked, c->peer_id, oc, &dropped);
+	if (resent >= 0) {
+		atomic_store(&c->pending, 1);
+		log_line(s->log, TERN_LOG_INFO, "resuming '%s' with %s: %d messages sent again%s",
+		         src->key, c->peer_id, resent,
+		         dropped ? " (some did not fit and are missed)" : "");
+		if (src->local) {
+			COUNT(src->undelivered, dropped);
+		}
+	}
+}
+
+static bool
+has_out(const struct src *src, const struct conn *c)
+{
+	for (int k = 0; k < src->nouts; k++) {
+		if (src->outs[k].conn == c) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Bring a source's route up to date (I/O thread). Channels a publisher may
+ * still be using stay, detached, until it is done. */
+static void
+src_update(struct session *s, struct src *src)
+{
+	route_lock(src);
+	src->update_due = false;
+	for (int k = 0; k < src->nouts;) {
+		struct out *o = &src->outs[k];
+		if (conn_state(o->conn) == CONN_READY && conn_wants(s, o->conn, src)) {
+			k++;
+			continue;
+		}
+		atomic_store(&o->oc->detached, true);
+		if (src->inside) {
+			src->update_due = s->updates_due = true;
+			k++;
+			continue;
+		}
+		out_close(s, src, o);
+		src->outs[k] = src->outs[--src->nouts];
+	}
+	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+	     c = loop_next_conn(s->loop, c)) {
+		if (conn_state(c) == CONN_READY && conn_wants(s, c, src) && !has_out(src, c)) {
+			out_open(s, src, c);
+		}
+	}
+	src->nsubs = 0;
+	for (struct sink *k = s->sinks; k != NULL; k = k->next) {
+		if (tern__keyexpr_match(k->keyexpr, k->ke_len, src->key, src->key_len)) {
+			push_ptr((void ***)&src->subs, &src->nsubs, &src->subs_cap, k);
+		}
+	}
+	src->gen++;
+	route_unlock(src);
+	src_wake(src); /* a publisher waiting on a detached channel gives up on it */
+}
+
+static void
+recompute(struct session *s)
+{
+	for (struct src *src = s->pubs; src != NULL; src = src->next) {
+		src_update(s, src);
+	}
+	for (struct src *src = s->remote; src != NULL; src = src->next) {
+		src_update(s, src);
+	}
+}
+
+/* Route changes that waited for a publisher. */
+static bool
+run_due_updates(struct session *s)
+{
+	bool any = false;
+
+	if (!s->updates_due) {
+		return false;
+	}
+	s->updates_due = false;
+	for (struct src *src = s->pubs; src != NULL; src = src->next) {
+		if (src->update_due) {
+			src_update(s, src);
+			any = true;
+		}
+	}
+	return any;
+}
+
+static void
+src_clear(struct src *src)
+{
+	park_free_all(&src->parked);
+	for (int k = 0; k < src->nouts; k++) {
+		conn_close_outchan(src->outs[k].conn, src->outs[k].oc, true);
+	}
+	free(src->outs);
+	free(src->subs);
+	free(src->copy);
+	free(src->copy_subs);
+	free(src->key);
+	free(src->publisher);
+	src->outs = NULL;
+	src->subs = NULL;
+	src->nouts = src->nsubs = 0;
+}
+
+static struct src *
+remote_find(struct session *s, const struct ctl_msg *m)
+{
+	const struct ctl_str *p = &m->u.open.publisher;
+
+	for (struct src *src = s->remote; src != NULL; src = src->next) {
+		if (src->instance == m->u.open.instance && src->publisher_len == p->len &&
+		    memcmp(src->publisher, p->p, p->len) == 0) {
+			return src;
+		}
+	}
+	return NULL;
+}
+
+static struct src *
+remote_new(struct session *s, const struct ctl_msg *m)
+{
+	struct src *src = calloc(1, sizeof(*src));
+
+	if (src == NULL) {
+		return NULL;
+	}
+	src->session = s;
+	src->key = strndup(m->u.open.key.p, m->u.open.key.len);
+	src->publisher = strndup(m->u.open.publisher.p, m->u.open.publisher.len);
+	if (src->key == NULL || src->publisher == NULL) {
+		free(src->key);
+		free(src->publisher);
+		free(src);
+		return NULL;
+	}
+	src->key_len = m->u.open.key.len;
+	src->publisher_len = m->u.open.publisher.len;
+	src->instance = m->u.open.instance;
+	src->reliability =
+	    m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT : TERN_RELIABLE;
+	src->next = s->remote;
+	s->remote = src;
+	return src;
+}
+
+static int
+on_open(struct session *s, struct conn *c, const struct ctl_msg *m)
+{
+	struct src *src;
+	int rc;
+
+	if (tern__key_check(m->u.open.key.p, m->u.open.key.len, false) != 0) {
+		return tern__error(TERN_EPROTO, "peer opened a channel with a bad key: %s",
+		                   tern_last_error());
+	}
+	src = remote_find(s, m);
+	if (src != NULL && (src->key_len != m->u.open.key.len ||
+	                    memcmp(src->key, m->u.open.key.p, src->key_len) != 0)) {
+		return tern__error(TERN_EPROTO, "publisher %s changed its key", src->publisher);
+	}
+	if (src == NULL && (src = remote_new(s, m)) == NULL) {
+		return TERN_ENOMEM;
+	}
+	if ((rc = conn_open_inchan(c, m->u.open.channel, &src_inchan_ops, src)) != 0) {
+		return rc;
+	}
+	src_update(s, src);
+	return 0;
+}
+
+static int
+on_control(void *arg, struct conn *c, const struct ctl_msg *m)
+{
+	struct session *s = arg;
+
+	/* routing changes take route locks, which come after a subscriber
+	 * queue's in the lock order: let go of those held for this read */
+	release_held(s);
+	switch (m->type) {
+	case CTL_SUB:
+		return on_sub(s, c, m);
+	case CTL_UNSUB:
+		return on_unsub(s, c, m);
+	case CTL_OPEN:
+		return on_open(s, c, m);
+	case CTL_CLOSE: {
+		struct inchan *in = conn_inchan(c, m->u.credit.channel);
+		if (in != NULL) {
+			conn_close_inchan(c, in);
+		}
+		return 0;
+	}
+	default:
+		return tern__error(TERN_EPROTO, "unexpected control message %d", m->type);
+	}
+}
+
+static void
+on_gone(void *arg, struct conn *c)
+{
+	struct session *s = arg;
+	struct interest **pp = &s->interests;
+
+	while (*pp != NULL) {
+		struct interest *i = *pp;
+		if (from_remove(i, c) && i->nfrom == 0 && i->local == NULL) {
+			*pp = i->next;
+			spread(s, i, false, c);
+			interest_free(i);
+			continue;
+		}
+		pp = &i->next;
+	}
+	for (uint32_t k = 0; k < c->ins_cap; k++) {
+		/* a channel with a backlog stays until it is delivered */
+		struct inchan *in = conn_inchan(c, k);
+		if (in != NULL && !in->stalled) {
+			conn_close_inchan(c, in);
+		}
+	}
+	recompute(s); /* closes this connection's send channels */
+}
+
+static void
+expire_parked(struct session *s, struct src *src, uint64_t now)
+{
+	struct parked *p;
+
+	route_lock(src);
+	while ((p = park_expired(&src->parked, now)) != NULL) {
+		uint64_t lost = ring_messages(&p->ring) + p->dropped;
+		if (src->local) {
+			COUNT(src->undelivered, lost);
+			log_line(s->log, TERN_LOG_WARN,
+			         "%s did not come back: %llu messages of '%s' kept for it are lost",
+			         p->peer_id, (unsigned long long)lost, src->key);
+		}
+		park_free(p);
+	}
+	route_unlock(src);
+}
+
+static void
+on_tick(void *arg, uint64_t now)
+{
+	struct session *s = arg;
+
+	for (struct src *src = s->pubs; src != NULL; src = src->next) {
+		if (src->parked != NULL) {
+			expire_parked(s, src, now);
+		}
+	}
+	for (struct src *src = s->remote; src != NULL; src = src->next) {
+		if (src->parked != NULL) {
+			expire_parked(s, src, now);
+		}
+	}
+}
+
+static bool
+on_round(void *arg)
+{
+	struct session *s = arg;
+
+	release_held(s);
+	return run_due_updates(s);
+}
+
+static const struct loop_ops session_loop_ops = {
+    .ready = on_ready, .control = on_control, .gone = on_gone, .tick = on_tick, .round = on_round};
+
+/* ---- the publish path ---- */
+
+/* Copy the route for this publication (only when it changed) and mark the
+ * source as used from the copy. Caller holds route_lock. */
+static int
+take_copy(struct src *src)
+{
+	if (!src->copied || src->copy_gen != src->gen) {
+		if (src->copy_cap < src->nouts || src->copy_subs_cap < src->nsubs) {
+			int cap = src->nouts > src->nsubs ? src->nouts : src->nsubs;
+			struct out *o = realloc(src->copy, (size_t)cap * sizeof(*o));
+			struct sink **k =
+			    o ? realloc(src->copy_subs, (size_t)cap * sizeof(*k)) : NULL;
+			if (o != NULL) {
+				src->copy = o;
+			}
+			if (k == NULL) {
+				return TERN_ENOMEM;
+			}
+			src->copy_subs = k;
+			src->copy_cap = src->copy_subs_cap = cap;
+		}
+		memcpy(src->copy, src->outs, (size_t)src->nouts * sizeof(*src->outs));
+		memcpy(src->copy_subs, src->subs, (size_t)src->nsubs * sizeof(*src->subs));
+		src->ncopy = src->nouts;
+		src->ncopy_subs = src->nsubs;
+		src->copy_gen = src->gen;
+		src->copied = true;
+	}
+	src->inside = true;
+	return 0;
+}
+
+static void
+leave_copy(struct src *src)
+{
+	pthread_mutex_lock(&src->route_lock);
+	src->inside = false;
+	bool due = src->update_due;
+	pthread_mutex_unlock(&src->route_lock);
+	if (due) {
+		loop_wake(src->session->loop);
+	}
+}
+
+static uint64_t
+deadline_of(struct src *src, uint64_t *deadline)
+{
+	if (*deadline == 0) {
+		*deadline = clock_ms() + src->session->cfg->publish_timeout_ms;
+	}
+	return *deadline;
+}
+
+struct wait_ctx {
+	struct src *src;
+	uint64_t *deadline;
+	bool io; /* on the I/O thread: never wait */
+};
+
+/*
+ * Wait until oc has room for len bytes. False on the publish deadline, or
+ * a detached or broken channel (the I/O thread drops a peer that has taken
+ * nothing for slow_consumer_ms, which ends this wait). On the I/O thread
+ * (a callback publishing) nothing can make room but this thread: the queue
+ * grows within queue.max_bytes instead, or the message is refused.
+ */
+static bool
+wait_room(void *ctx, struct outchan *oc, size_t len)
+{
+	struct wait_ctx *w = ctx;
+	struct src *src = w->src;
+	struct timespec ts;
+	bool room;
+
+	if (w->io) {
+		return outchan_room_or_grow(oc, len, true);
+	}
+	atomic_fetch_add(&src->waiters, 1);
+	while (!(room = outchan_room_or_grow(oc, len, false))) {
+		if (atomic_load(&oc->detached) || atomic_load(&oc->broken) != OUTCHAN_OK ||
+		    clock_ms() >= deadline_of(src, w->deadline)) {
+			break;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += WAIT_RECHECK_NS; /* a stalled peer is queued for after a while */
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&src->wait_lock);
+		if (!outchan_has_room(oc, len)) {
+			pthread_cond_timedwait(&src->wait_cond, &src->wait_lock, &ts);
+		}
+		pthread_mutex_unlock(&src->wait_lock);
+	}
+	atomic_fetch_sub(&src->waiters, 1);
+	return room && !atomic_load(&oc->detached);
+}
+
+/* Peers whose connection broke under a publication that their kept queue
+ * could not take yet. */
+struct dying {
+	int n;
+	char peer[DYING_MAX][CTL_ID_MAX + 1];
+	struct outchan *oc[DYING_MAX];
+};
+
+static void
+note_dying(struct dying *d, const struct out *o)
+{
+	if (d->n < DYING_MAX) {
+		snprintf(d->peer[d->n], sizeof(d->peer[0]), "%s", o->conn->peer_id);
+		d->oc[d->n++] = o->oc;
+	}
+}
+
+static bool
+all_parked(struct src *src, const struct dying *d)
+{
+	for (int k = 0; k < src->nouts; k++) {
+		for (int i = 0; i < d->n; i++) {
+			if (src->outs[k].oc == d->oc[i]) {
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+/* Wait (outside the copy) until the I/O thread has put the broken channels
+ * aside for a resume, then add this publication to what it kept. */
+static void
+keep_for_dying(struct src *src, struct dying *d, uint64_t seq, const uint8_t *data, size_t len,
+               uint64_t *deadline)
+{
+	for (;;) {
+		pthread_mutex_lock(&src->route_lock);
+		bool gone = all_parked(src, d);
+		if (gone || clock_ms() >= deadline_of(src, deadline)) {
+			break;
+		}
+		pthread_mutex_unlock(&src->route_lock);
+		struct timespec ts = {0, 500000};
+		nanosleep(&ts, NULL);
+	}
+	for (int i = 0; i < d->n; i++) {
+		if (park_room(src->parked, len, src->session->cfg->queue_max_bytes)) {
+			park_append(src->parked, d->peer[i], seq, data, len);
+		} else {
+			COUNT(src->undelivered, 1);
+		}
+	}
+	pthread_mutex_unlock(&src->route_lock);
+}
+
+/* Is a message of len bytes held back by a peer that lost its connection
+ * and is expected back (its queue, kept for the resume, is full)? Caller
+ * holds route_lock. */
+static bool
+peer_away_full(struct src *src, size_t len)
+{
+	for (int k = 0; k < src->nouts; k++) {
+		struct outchan *oc = src->outs[k].oc;
+		if (oc->retain && atomic_load(&oc->broken) == OUTCHAN_LOST &&
+		    !outchan_has_room(oc, len)) {
+			return true;
+		}
+	}
+	return src->parked != NULL && len <= 65536 &&
+	       !park_room(src->parked, len, src->session->cfg->queue_max_bytes);
+}
+
+/*
+ * Start a publication: a reliable one waits while a reconnecting peer's
+ * queue is full, without holding the route. Then, under one hold of the
+ * route lock, the message is numbered, added to what is kept for absent
+ * peers, and the route copied: a channel the I/O thread puts aside in
+ * between would otherwise miss it.
+ */
+static int
+begin(struct src *src, const uint8_t *data, size_t len, bool io, uint64_t *deadline, uint64_t *seq)
+{
+	int rc;
+
+	pthread_mutex_lock(&src->route_lock);
+	while (src->reliability == TERN_RELIABLE && !io && peer_away_full(src, len) &&
+	       clock_ms() < deadline_of(src, deadline)) {
+		struct timespec ts = {0, 1000000};
+		pthread_mutex_unlock(&src->route_lock);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&src->route_lock);
+	}
+	if ((rc = take_copy(src)) == 0) {
+		*seq = ++src->seq;
+		if (src->parked != NULL) {
+			park_append(src->parked, NULL, *seq, data, len);
+		}
+	}
+	pthread_mutex_unlock(&src->route_lock);
+	return rc;
+}
+
+static int
+publish_local(struct src *src, uint64_t seq, const uint8_t *data, size_t len, bool io,
+              uint64_t *deadline)
+{
+	bool wait = src->reliability == TERN_RELIABLE && !io;
+	int rc = 0;
+
+	for (int k = 0; k < src->ncopy_subs; k++) {
+		struct sink *sink = src->copy_subs[k];
+		if (sink->fn != NULL) {
+			sink_call(sink, src, seq, data, len);
+			continue;
+		}
+		int r = sink_push_local(sink, src, seq, data, len, wait ? deadline : NULL);
+		if (r != 0) {
+			rc = r;
+		}
+	}
+	return rc;
+}
+
+static int
+publish_remote(struct src *src, uint64_t seq, const uint8_t *data, size_t len, struct wait_ctx *w,
+               struct dying *dying)
+{
+	struct outchan_wait ow = {.room = wait_room, .ctx = w};
+	bool reliable = src->reliability == TERN_RELIABLE;
+	int rc = 0, r;
+
+	for (int k = 0; k < src->ncopy; k++) {
+		struct out *o = &src->copy[k];
+		int broken = atomic_load(&o->oc->broken);
+		if (atomic_load(&o->oc->detached) && broken == OUTCHAN_OK) {
+			continue; /* no longer routed */
+		}
+		if (broken != OUTCHAN_OK) {
+			/* lost, not yet reaped: queued for the resume if it fits */
+			if (o->oc->retain && broken == OUTCHAN_LOST &&
+			    outchan_send(o->oc, seq, data, len, false, &ow) != 0) {
+				note_dying(dying, o);
+			}
+			continue;
+		}
+		if (len > o->conn->peer_max_message) {
+			rc =
+			    tern__error(TERN_EMSGSIZE, "a %zu-byte message exceeds peer %s's limit",
+			                len, o->conn->peer_id);
+			continue;
+		}
+		r = outchan_send(o->oc, seq, data, len, reliable, &ow);
+		if (r == TERN_ECLOSED && o->oc->retain &&
+		    atomic_load(&o->oc->broken) == OUTCHAN_LOST) {
+			note_dying(dying, o); /* the connection broke while we waited */
+		} else if (r != 0 && r != TERN_ECLOSED) {
+			rc = r;
+		}
+	}
+	return rc;
+}
+
+static int
+send_lock(struct src *src, bool io)
+{
+	if (!io) {
+		pthread_mutex_lock(&src->send_lock);
+		return 0;
+	}
+	/* the I/O thread never waits for a publisher: one that holds this lock
+	 * may be waiting for credit only the I/O thread can read */
+	if (pthread_mutex_trylock(&src->send_lock) != 0) {
+		return tern__error(TERN_EAGAIN,
+		                   "publish on '%s' from a callback while another thread is "
+		                   "publishing on it: not sent",
+		                   src->key);
+	}
+	return 0;
+}
+
+static void
+publish_result(struct src *src, int rc, size_t len)
+{
+	if (rc == TERN_EAGAIN) {
+		COUNT(src->dropped, 1);
+		tern__error(rc, "queue full on '%s': message dropped", src->key);
+	} else if (rc == TERN_ETIMEDOUT) {
+		tern__error(rc, "publish on '%s' timed out waiting for a slow subscriber",
+		            src->key);
+	} else if (rc == 0) {
+		COUNT(src->messages, 1);
+		COUNT(src->bytes, len);
+	}
+}
+
+int
+session_publish(struct session *s, struct src *src, const void *data, size_t len)
+{
+	bool io = loop_on_thread(s->loop);
+	struct dying dying = {.n = 0};
+	uint64_t deadline = 0, seq;
+	struct wait_ctx w = {.src = src, .deadline = &deadline, .io = io};
+	int rc, r;
+
+	if (len > s->cfg->max_message_bytes) {
+		return tern__error(TERN_EMSGSIZE,
+		                   "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)",
+		                   len, src->key, (unsigned long long)s->cfg->max_message_bytes);
+	}
+	if (io) {
+		release_held(s); /* this publication may queue for them */
+	}
+	if ((rc = send_lock(src, io)) != 0) {
+		return rc;
+	}
+	if ((rc = begin(src, data, len, io, &deadline, &seq)) != 0) {
+		pthread_mutex_unlock(&src->send_lock);
+		return rc;
+	}
+	rc = publish_local(src, seq, data, len, io, &deadline);
+	if ((r = publish_remote(src, seq, data, len, &w, &dying)) != 0) {
+		rc = r;
+	}
+	leave_copy(src);
+	if (dying.n > 0) {
+		keep_for_dying(src, &dying, seq, data, len, &deadline);
+	}
+	if (rc == TERN_EAGAIN && src->reliability == TERN_RELIABLE) {
+		COUNT(src->undelivered, 1);
+	}
+	publish_result(src, rc, len);
+	pthread_mutex_unlock(&src->send_lock);
+	return rc;
+}
+
+/* ---- publishers ---- */
+
+struct pub_args {
+	struct session *session;
+	struct src *src;
+};
+
+static int
+do_pub_open(void *arg)
+{
+	struct pub_args *a = arg;
+	struct session *s = a->session;
+	struct src *src = a->src;
+
+	snprintf(src->publisher, CTL_ID_MAX + 24, "%s/%llu", s->cfg->id,
+	         (unsigned long long)s->next_pub_id++);
+	src->publisher_len = strlen(src->publisher);
+	src->next = s->pubs;
+	s->pubs = src;
+	src_update(s, src);
+	return 0;
+}
+
+int
+session_pub_open(struct session *s, const char *key, int reliability, struct src **out)
+{
+	struct pub_args a = {.session = s};
+	struct src *src = calloc(1, sizeof(*src));
+
+	if (src == NULL) {
+		return TERN_ENOMEM;
+	}
+	src->session = s;
+	src->local = true;
+	src->key = strdup(key);
+	src->key_len = strlen(key);
+	src->publisher = malloc(CTL_ID_MAX + 24);
+	src->instance = s->instance;
+	src->reliability = reliability < 0 ? s->cfg->reliability : reliability;
+	if (src->key == NULL || src->publisher == NULL) {
+		free(src->key);
+		free(src->publisher);
+		free(src);
+		return TERN_ENOMEM;
+	}
+	pthread_mutex_init(&src->send_lock, NULL);
+	pthread_mutex_init(&src->route_lock, NULL);
+	pthread_mutex_init(&src->wait_lock, NULL);
+	pthread_cond_init(&src->wait_cond, NULL);
+	a.src = src;
+	loop_call(s->loop, do_pub_open, &a);
+	*out = src;
+	return 0;
+}
+
+/* Nothing left to write (or, with consumed, nothing the peers have not
+ * consumed yet) on this source's live channels. *flagged: data was left
+ * that no one was flagged to write (the I/O thread must look). */
+static bool
+drained(struct src *src, bool consumed, bool *flagged)
+{
+	bool empty = true;
+
+	*flagged = false;
+	pthread_mutex_lock(&src->route_lock);
+	for (int k = 0; k < src->nouts; k++) {
+		struct outchan *oc = src->outs[k].oc;
+		struct conn *c = src->outs[k].conn;
+		size_t left = consumed ? ring_used(&oc->ring) : outchan_unsent(oc);
+		if (atomic_load(&oc->broken) == OUTCHAN_OK && !atomic_load(&oc->detached) &&
+		    left > 0) {
+			empty = false;
+			if (!atomic_load(&c->pending)) {
+				atomic_store(&c->pending, 1);
+				*flagged = true;
+			}
+		}
+	}
+	pthread_mutex_unlock(&src->route_lock);
+	return empty;
+}
+
+/* Poll until drained: from every half millisecond, backing off to every
+ * 10 ms, so that a hundred publishers draining a slow link do not keep the
+ * machine busy switching between them. */
+static int
+wait_drained(struct session *s, struct src *src, int timeout_ms, bool consumed)
+{
+	uint64_t deadline = clock_ms() + (uint64_t)(timeout_ms < 0 ? 86400000 : timeout_ms);
+	long wait_ns = 500000;
+	bool flagged;
+
+	while (!drained(src, consumed, &flagged)) {
+		struct timespec ts = {0, wait_ns};
+		if (clock_ms() >= deadline) {
+			return tern__error(TERN_ETIMEDOUT, "flush of '%s' timed out", src->key);
+		}
+		if (flagged) {
+			loop_wake(s->loop);
+		}
+		nanosleep(&ts, NULL);
+		wait_ns = wait_ns * 2 > 10000000 ? 10000000 : wait_ns * 2;
+	}
+	return 0;
+}
+
+int
+session_pub_flush(struct session *s, struct src *src, int timeout_ms)
+{
+	return wait_drained(s, src, timeout_ms, false);
+}
+
+int
+session_pub_matched(struct src *src)
+{
+	int n;
+
+	pthread_mutex_lock(&src->route_lock);
+	n = src->nouts + (src->nsubs > 0);
+	pthread_mutex_unlock(&src->route_lock);
+	return n;
+}
+
+/* What is still unconsumed when a publisher closes is given up on. */
+static int
+do_pub_close(void *arg)
+{
+	struct pub_args *a = arg;
+	struct session *s = a->session;
+	struct src *src = a->src;
+
+	for (struct src **pp = &s->pubs; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == src) {
+			*pp = src->next;
+			break;
+		}
+	}
+	pthread_mutex_lock(&src->route_lock);
+	for (int k = 0; k < src->nouts; k++) {
+		struct outchan *oc = src->outs[k].oc;
+		if (oc->retain && atomic_load(&oc->broken) != OUTCHAN_DROPPED) {
+			COUNT(src->undelivered, ring_messages(&oc->ring));
+		}
+	}
+	for (struct parked *p = src->parked; p != NULL; p = p->next) {
+		COUNT(src->undelivered, ring_messages(&p->ring) + p->dropped);
+	}
+	src_clear(src);
+	pthread_mutex_unlock(&src->route_lock);
+	/* the node's totals keep what closed publishers sent */
+	COUNT(s->messages_out, atomic_load(&src->messages));
+	COUNT(s->bytes_out, atomic_load(&src->bytes));
+	COUNT(s->dropped, atomic_load(&src->dropped));
+	return 0;
+}
+
+int
+session_pub_close(struct session *s, struct src *src)
+{
+	struct pub_args a = {.session = s, .src = src};
+	uint64_t lost;
+	char key[256];
+
+	/* what reliable channels still hold may be in flight on a slow link:
+	 * let the peers consume it before the channels go */
+	wait_drained(s, src, (int)s->cfg->publish_timeout_ms, true);
+	loop_call(s->loop, do_pub_close, &a);
+	lost = atomic_load(&src->undelivered);
+	snprintf(key, sizeof(key), "%s", src->key ? src->key : "");
+	pthread_mutex_destroy(&src->send_lock);
+	pthread_mutex_destroy(&src->route_lock);
+	pthread_mutex_destroy(&src->wait_lock);
+	pthread_cond_destroy(&src->wait_cond);
+	free(src);
+	if (lost > 0) {
+		return tern__error(TERN_ECLOSED,
+		                   "%llu reliable messages on '%s' were not delivered to every "
+		                   "subscriber",
+		                   (unsigned long long)lost, key);
+	}
+	return 0;
+}
+
+void
+session_pub_stats(struct src *src, tern_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->messages = atomic_load(&src->messages);
+	st->bytes = atomic_load(&src->bytes);
+	st->dropped = atomic_load(&src->dropped);
+	st->undelivered = atomic_load(&src->undelivered);
+}
+
+/* ---- subscribers ---- */
+
+struct sub_args {
+	struct session *session;
+	struct sink *sink;
+};
+
+static int
+do_sub_open(void *arg)
+{
+	struct sub_args *a = arg;
+	struct session *s = a->session;
+	struct sink *k = a->sink;
+	struct interest *i;
+
+	/* room for every pull subscriber in the list of queues this thread
+	 * holds, so that taking one never allocates */
+	if (s->held_cap < s->nsinks + 1) {
+		int cap = s->held_cap ? s->held_cap * 2 : 8;
+		struct sink **p = realloc(s->held, (size_t)cap * sizeof(*p));
+		if (p == NULL) {
+			return TERN_ENOMEM;
+		}
+		s->held = p;
+		s->held_cap = cap;
+	}
+	k->id = s->next_sub_id++;
+	i = interest_new(s->cfg->id, strlen(s->cfg->id), k->id, k->keyexpr, k->ke_len);
+	if (i == NULL) {
+		return TERN_ENOMEM;
+	}
+	i->local = k;
+	i->next = s->interests;
+	s->interests = i;
+	k->next = s->sinks;
+	s->sinks = k;
+	s->nsinks++;
+	spread(s, i, true, NULL);
+	recompute(s);
+	return 0;
+}
+
+int
+session_sub_open(struct session *s, const char *keyexpr, tern_sub_fn fn, void *arg,
+                 struct sink **out)
+{
+	struct sub_args a = {.session = s};
+	struct sink *k = calloc(1, sizeof(*k));
+	int rc;
+
+	if (k == NULL) {
+		return TERN_ENOMEM;
+	}
+	k->session = s;
+	k->keyexpr = strdup(keyexpr);
+	k->ke_len = strlen(keyexpr);
+	k->fn = fn;
+	k->arg = arg;
+	if (k->keyexpr == NULL || subq_init(&k->q, fn != NULL ? 4096 : SUB_RING,
+	                                    s->cfg->queue_max_bytes, sink_wake, k) != 0) {
+		free(k->keyexpr);
+		free(k);
+		return TERN_ENOMEM;
+	}
+	a.sink = k;
+	if ((rc = loop_call(s->loop, do_sub_open, &a)) != 0) {
+		subq_free(&k->q);
+		free(k->keyexpr);
+		free(k);
+		return rc;
+	}
+	*out = k;
+	return 0;
+}
+
+static int
+do_sub_close(void *arg)
+{
+	struct sub_args *a = arg;
+	struct session *s = a->session;
+	struct sink *k = a->sink;
+	struct interest *i = interest_find(s, s->cfg->id, strlen(s->cfg->id), k->id);
+
+	for (struct sink **pp = &s->sinks; *pp != NULL; pp = &(*pp)->next) {
+		if (*pp == k) {
+			*pp = k->next;
+			break;
+		}
+	}
+	s->nsinks--;
+	if (i != NULL) {
+		interest_unlink(s, i);
+		spread(s, i, false, NULL);
+		interest_free(i);
+	}
+	recompute(s);
+	return 0;
+}
+
+/* Does a publisher still send from a copy that names this subscriber? */
+static int
+sink_in_use(void *arg)
+{
+	struct sub_args *a = arg;
+	int used = 0;
+
+	for (struct src *src = a->session->pubs; src != NULL && !used; src = src->next) {
+		pthread_mutex_lock(&src->route_lock);
+		for (int k = 0; src->inside && k < src->ncopy_subs; k++) {
+			used |= src->copy_subs[k] == a->sink;
+		}
+		pthread_mutex_unlock(&src->route_lock);
+	}
+	return used;
+}
+
+void
+session_sub_close(struct session *s, struct sink *k)
+{
+	struct sub_args a = {.session = s, .sink = k};
+
+	atomic_store(&k->closing, true);
+	loop_call(s->loop, do_sub_close, &a);
+	while (loop_call(s->loop, sink_in_use, &a)) {
+		struct timespec ts = {0, 200000};
+		nanosleep(&ts, NULL);
+	}
+	subq_free(&k->q);
+	free(k->keyexpr);
+	free(k);
+}
+
+int
+session_sub_recv(struct sink *k, tern_msg *msg, int timeout_ms)
+{
+	if (k->fn != NULL) {
+		return tern__error(TERN_EINVAL, "tern_sub_recv on a callback subscriber");
+	}
+	return subq_recv(&k->q, msg, timeout_ms);
+}
+
+void
+session_sub_stats(struct sink *k, tern_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->messages = atomic_load(&k->messages);
+	st->bytes = atomic_load(&k->bytes);
+	st->missed = atomic_load(&k->missed);
+}
+
+/* ---- the node's counters ---- */
+
+static int
+sum_stats(void *arg)
+{
+	void **a = arg;
+	struct session *s = a[0];
+	tern_stats *st = a[1];
+
+	st->messages = atomic_load(&s->messages_out);
+	st->bytes = atomic_load(&s->bytes_out);
+	st->dropped = atomic_load(&s->dropped);
+	for (struct src *p = s->pubs; p != NULL; p = p->next) {
+		st->messages += atomic_load(&p->messages);
+		st->bytes += atomic_load(&p->bytes);
+		st->dropped += atomic_load(&p->dropped);
+		st->undelivered += atomic_load(&p->undelivered);
+	}
+	loop_write_totals(s->loop, st);
+	st->messages_in = atomic_load(&s->messages_in);
+	st->bytes_in = atomic_load(&s->bytes_in);
+	return 0;
+}
+
+void
+session_stats(struct session *s, tern_stats *st)
+{
+	void *a[2] = {s, st};
+
+	memset(st, 0, sizeof(*st));
+	st->connections = (uint64_t)loop_ready_peers(s->loop);
+	loop_call(s->loop, sum_stats, a);
+}
+
+struct json_args {
+	struct session *session;
+	char *buf;
+	size_t len, used;
+};
+
+static void emit(struct json_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+emit(struct json_args *a, const char *fmt, ...)
+{
+	va_list ap;
+	size_t room = a->used < a->len ? a->len - a->used : 0;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(a->buf ? a->buf + (a->used < a->len ? a->used : a->len) : NULL, room, fmt,
+	              ap);
+	va_end(ap);
+	if (n > 0) {
+		a->used += (size_t)n;
+	}
+}
+
+/* A string with JSON's escapes (ids and keys are plain text, but checked). */
+static void
+emit_str(struct json_args *a, const char *s)
+{
+	emit(a, "\"");
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\') {
+			emit(a, "\\%c", ch);
+		} else if (ch < 0x20) {
+			emit(a, "\\u%04x", ch);
+		} else {
+			emit(a, "%c", ch);
+		}
+	}
+	emit(a, "\"");
+}
+
+static void
+emit_conn(struct json_args *a, struct conn *c)
+{
+	emit(a, "{\"peer\":");
+	emit_str(a, c->peer_id);
+	emit(a, ",\"endpoint\":");
+	emit_str(a, c->endpoint);
+	emit(a,
+	     ",\"mode\":\"%s\",\"batches\":%llu,\"batch_bytes\":%llu,"
+	     "\"batch_largest\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
+	     "\"channels\":[",
+	     c->low_latency ? "low-latency" : "batched",
+	     (unsigned long long)atomic_load(&c->batches),
+	     (unsigned long long)atomic_load(&c->batch_bytes),
+	     (unsigned long long)atomic_load(&c->batch_largest),
+	     (unsigned long long)atomic_load(&c->messages_in),
+	     (unsigned long long)atomic_load(&c->bytes_in));
+	pthread_mutex_lock(&c->wlock);
+	for (int i = 0; i < c->nout; i++) {
+		struct outchan *oc = c->outv[i];
+		struct src *src = oc->arg;
+		emit(a, "%s{\"key\":", i ? "," : "");
+		emit_str(a, src->key);
+		emit(a, ",\"messages\":%llu,\"bytes\":%llu,\"dropped\":%llu}",
+		     (unsigned long long)atomic_load(&oc->messages),
+		     (unsigned long long)atomic_load(&oc->bytes),
+		     (unsigned long long)atomic_load(&oc->dropped));
+	}
+	pthread_mutex_unlock(&c->wlock);
+	emit(a, "]}");
+}
+
+static int
+do_json(void *arg)
+{
+	struct json_args *a = arg;
+	struct session *s = a->session;
+	void *sa[2];
+	tern_stats st = {0};
+	bool first = true;
+
+	sa[0] = s;
+	sa[1] = &st;
+	sum_stats(sa);
+	emit(a, "{\"id\":");
+	emit_str(a, s->cfg->id);
+	emit(a,
+	     ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
+	     "\"messages_in\":%llu,\"bytes_in\":%llu,\"connections\":[",
+	     s->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer", (unsigned long long)st.messages,
+	     (unsigned long long)st.bytes, (unsigned long long)st.dropped,
+	     (unsigned long long)st.messages_in, (unsigned long long)st.bytes_in);
+	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+	     c = loop_next_conn(s->loop, c)) {
+		if (conn_state(c) != CONN_READY) {
+			continue;
+		}
+		emit(a, "%s", first ? "" : ",");
+		emit_conn(a, c);
+		first = false;
+	}
+	emit(a, "]}");
+	return 0;
+}
+
+size_t
+session_stats_json(struct session *s, char *buf, size_t len)
+{
+	struct json_args a = {.session = s, .buf = buf, .len = len};
+
+	if (buf != NULL && len > 0) {
+		buf[0] = '\0';
+	}
+	loop_call(s->loop, do_json, &a);
+	return a.used;
+}
+
+/* ---- open, close ---- */
+
+int
+session_open(struct session **out, const tern_config *cfg, const struct logger *log,
+             uint64_t instance, uint64_t window_init, uint64_t window_max)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	int rc;
+
+	if (s == NULL) {
+		return TERN_ENOMEM;
+	}
+	s->cfg = cfg;
+	s->log = log;
+	s->instance = instance;
+	s->next_sub_id = 1;
+	s->next_pub_id = 1;
+	if ((rc = loop_open(&s->loop, cfg, log, window_init, window_max, &session_loop_ops, s)) !=
+	    0) {
+		free(s);
+		return rc;
+	}
+	if ((rc = loop_start(s->loop)) != 0) {
+		loop_close(s->loop);
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+struct loop *
+session_loop(struct session *s)
+{
+	return s->loop;
+}
+
+void
+session_close(struct session *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	loop_close(s->loop);
+	while (s->interests != NULL) {
+		struct interest *i = s->interests;
+		s->interests = i->next;
+		interest_free(i);
+	}
+	while (s->remote != NULL) {
+		struct src *src = s->remote;
+		s->remote = src->next;
+		src_clear(src);
+		free(src);
+	}
+	free(s->held);
+	free(s);
+}
