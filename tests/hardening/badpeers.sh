@@ -22,7 +22,7 @@ RATE=2000
 SECONDS_OF_TRAFFIC=16
 TOTAL=$((RATE * SECONDS_OF_TRAFFIC))
 sanitized=false
-if nm -an "$TERN" 2>/dev/null | grep -q '__asan_init' || ldd "$TERN" 2>/dev/null | grep -q libasan; then
+if sanitizer_build "$TERN"; then
 	sanitized=true
 fi
 ulimit -n 8192 2>/dev/null || true
