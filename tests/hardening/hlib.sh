@@ -63,6 +63,15 @@ sanitizer_build() {
 		ldd "$1" 2>/dev/null | grep -Eq 'lib(asan|tsan)'
 }
 
+# tsan_build BINARY: true when BINARY runs under ThreadSanitizer, which makes
+# every message cost 5 to 15 times the CPU. A rate that stands for "the link
+# is full" or "the node kept up" then measures the sanitizer (and, on a
+# shared machine, the load) rather than the node: such rates are reported,
+# not judged, there. Delivery, order and deadlines are still checked.
+tsan_build() {
+	nm -an "$1" 2>/dev/null | grep -q '__tsan_init' || ldd "$1" 2>/dev/null | grep -q libtsan
+}
+
 # no_sanitizer_report FILE...: fail when a sanitizer or a crash wrote there.
 no_sanitizer_report() {
 	local f

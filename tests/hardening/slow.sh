@@ -209,7 +209,9 @@ reliable_deadline)
 			printf "%.0f %.2f\n", worst, at
 		}' "$TMP/b.samples")
 	echo "B's slowest second after A stopped: $worst msgs/s at +$worst_at s (publisher rate $rate)"
-	if [ "$worst" != "-1" ] && awk -v w="$worst" -v r="$rate" 'BEGIN { exit !(w >= 0.9 * r) }'; then
+	if [ "$worst" != "-1" ] && tsan_build "$TERN"; then
+		echo "ThreadSanitizer build: B's rate reported, not judged"
+	elif [ "$worst" != "-1" ] && awk -v w="$worst" -v r="$rate" 'BEGIN { exit !(w >= 0.9 * r) }'; then
 		echo "ok B kept its rate within 10%"
 		passed=$((passed + 1))
 	else
