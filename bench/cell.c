@@ -12,7 +12,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-volatile sig_atomic_t bench_interrupted;
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "bench_interrupted is set in a signal handler");
+atomic_int bench_interrupted;
 
 static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned cell_counter;

@@ -14,6 +14,7 @@
 #include "net.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -58,8 +59,11 @@ struct cell_result {
 	char error[256];
 };
 
-/* Set by SIGINT: every loop of a running cell checks it and stops. */
-extern volatile sig_atomic_t bench_interrupted;
+/* Set by SIGINT: every loop of a running cell checks it and stops. The
+ * loops run in sender and receiver threads, not only in the thread the
+ * handler interrupts, so a volatile sig_atomic_t (which orders nothing
+ * between threads) will not do; a lock-free atomic is safe in a handler. */
+extern atomic_int bench_interrupted;
 
 /* The scenario's name as stored: "stream", "pingpong", "bytes", "fanin". */
 const char *scenario_name(enum scenario_kind k);

@@ -23,15 +23,17 @@
 
 #include "tern/tern.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+/* ASan and TSan bring their own allocator: a malloc interposed here would
+ * hand their free() blocks they never allocated. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZER_MALLOC 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZER_MALLOC 1
 #endif
 #endif
 
-#ifndef UNDER_ASAN
+#ifndef SANITIZER_MALLOC
 /* Count every allocation of the process by interposing glibc's allocator. */
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -60,7 +62,7 @@ realloc(void *p, size_t n)
 }
 #endif
 
-#ifndef UNDER_ASAN
+#ifndef SANITIZER_MALLOC
 static atomic_long delivered;
 
 static void
@@ -75,7 +77,7 @@ on_msg(void *arg, const tern_msg *m)
 static void
 run(bool low_latency, bool pull)
 {
-#ifndef UNDER_ASAN
+#ifndef SANITIZER_MALLOC
 	tern_config cfg;
 	tern_node *a, *b;
 	tern_sub *sub;

@@ -169,7 +169,9 @@ tbf_stream | tbf_exit)
 		if (s <= 0) { print "tbf 6 Mbit/s: no throughput to report"; exit }
 		printf "tbf 6 Mbit/s: %d messages (%d payload bytes, %.1f on average) in %.2f s: %.0f msgs/s, payload %.2f Mbit/s, with tern headers %.2f Mbit/s, on the wire (IP, TCP) %.2f Mbit/s = %.0f%% of the link\n",
 			n, b, b / n, s, n / s, b * 8 / s / 1e6, (b + 3 * n) * 8 / s / 1e6, w * 8 / s / 1e6, w * 8 / s / 6e6 * 100 }'
-	if awk -v w="${sent:-0}" -v s="${sub_secs:-0}" 'BEGIN { exit !(s > 0 && w * 8 / s >= 0.7 * 6e6) }'; then
+	if tsan_build "$TERN"; then
+		echo "ThreadSanitizer build: the link's use reported, not judged"
+	elif awk -v w="${sent:-0}" -v s="${sub_secs:-0}" 'BEGIN { exit !(s > 0 && w * 8 / s >= 0.7 * 6e6) }'; then
 		echo "ok the stream used at least 70% of the link"
 		passed=$((passed + 1))
 	else

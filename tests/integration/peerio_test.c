@@ -438,7 +438,7 @@ test_many_channels_small_batches(void **state)
 
 struct slow_pub {
 	tern_pub *pub;
-	int rc;
+	atomic_int rc; /* read by the test while the flood still runs */
 	atomic_long sent;
 	atomic_int stop;
 };
@@ -452,7 +452,7 @@ flood_thread(void *arg)
 	while (!atomic_load(&sp->stop)) {
 		int rc = tern_publish(sp->pub, buf, sizeof(buf));
 		if (rc != 0) {
-			sp->rc = rc;
+			atomic_store(&sp->rc, rc);
 			break;
 		}
 		atomic_fetch_add(&sp->sent, 1);
@@ -502,7 +502,7 @@ test_slow_key_does_not_stop_others(void **state)
 		usleep(20000);
 	}
 	assert_true(sp.sent > 0);
-	assert_int_equal(sp.rc, 0); /* still blocked, not failed */
+	assert_int_equal(atomic_load(&sp.rc), 0); /* still blocked, not failed */
 	for (int i = 0; i < 10000; i++) {
 		assert_int_equal(tern_publish(fast_pub, "x", 1), 0);
 	}
@@ -512,7 +512,7 @@ test_slow_key_does_not_stop_others(void **state)
 	assert_int_equal(atomic_load(&fast_got), 10000);
 	/* the slow key's publisher, blocked meanwhile, times out with an error */
 	pthread_join(th, NULL);
-	assert_int_equal(sp.rc, TERN_ETIMEDOUT);
+	assert_int_equal(atomic_load(&sp.rc), TERN_ETIMEDOUT);
 	/* what it sent is bounded by the queues (the sender's queue.max_bytes, the
 	 * receiver's window and subscriber queue), not by how long it tried */
 	print_message("the stuck key took %ld messages of 1 KiB\n", (long)sp.sent);

@@ -7,6 +7,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -82,7 +83,8 @@ child_status(pid_t pid)
 /* ---- a million messages, in order, none duplicated ---- */
 
 struct order {
-	uint64_t got, bad, last;
+	_Atomic uint64_t got; /* polled by the test while the I/O thread delivers */
+	uint64_t bad, last;
 };
 
 static void
@@ -96,7 +98,7 @@ on_ordered(void *arg, const tern_msg *m)
 		o->bad++;
 	}
 	o->last = v;
-	o->got++;
+	atomic_fetch_add(&o->got, 1);
 }
 
 #define STREAM_COUNT 1000000
@@ -121,15 +123,15 @@ stream_child(int fd, const char *listen, void *arg)
 	}
 	close(fd);
 	deadline = now_s() + 240;
-	while (o.got < STREAM_COUNT && now_s() < deadline) {
+	while (atomic_load(&o.got) < STREAM_COUNT && now_s() < deadline) {
 		usleep(2000);
 	}
 	usleep(100000); /* anything extra would be a duplicate */
 	tern_sub_close(sub);
 	tern_node_close(node);
-	if (o.got != STREAM_COUNT || o.bad != 0) {
-		fprintf(stderr, "child: got %llu, %llu out of order\n", (unsigned long long)o.got,
-		        (unsigned long long)o.bad);
+	if (atomic_load(&o.got) != STREAM_COUNT || o.bad != 0) {
+		fprintf(stderr, "child: got %llu, %llu out of order\n",
+		        (unsigned long long)atomic_load(&o.got), (unsigned long long)o.bad);
 		return 1;
 	}
 	return 0;
@@ -217,13 +219,16 @@ test_stream_tcp6(void **state)
 #define BIG            (64u << 20)
 #define SMALL_EVERY_US 1000
 
+/* The callback runs on the I/O thread; the test reads small_got while it
+ * runs, and the callback reads big_got; the rest is read after close. */
 struct big_state {
-	uint64_t small_got, small_bad, small_last;
+	_Atomic uint64_t small_got;
+	uint64_t small_bad, small_last;
 	double small_max_delay, big_done_at;
 	uint64_t small_before_big;
 	uint32_t sum;
 	size_t big_len;
-	int big_got;
+	atomic_int big_got;
 	double last_sent_before_big;
 };
 
@@ -252,11 +257,11 @@ on_small(void *arg, const tern_msg *m)
 		s->small_bad++;
 	}
 	s->small_last = n;
-	s->small_got++;
+	atomic_fetch_add(&s->small_got, 1);
 	if (now_s() - sent > s->small_max_delay) {
 		s->small_max_delay = now_s() - sent;
 	}
-	if (s->big_got == 0) {
+	if (atomic_load(&s->big_got) == 0) {
 		s->small_before_big++;
 		s->last_sent_before_big = sent;
 	}
@@ -286,11 +291,11 @@ big_child(int fd, const char *listen, void *arg)
 	deadline = now_s() + 120;
 	if (tern_sub_recv(a, &m, 120000) == 0) {
 		s.big_done_at = now_s();
-		s.big_got = 1;
+		atomic_store(&s.big_got, 1);
 		s.big_len = m.len;
 		s.sum = checksum(m.data, m.len);
 	}
-	while (s.small_got < 50 && now_s() < deadline) {
+	while (atomic_load(&s.small_got) < 50 && now_s() < deadline) {
 		usleep(2000);
 	}
 	tern_sub_close(a);
@@ -298,16 +303,16 @@ big_child(int fd, const char *listen, void *arg)
 	tern_node_close(node);
 	/* the parent sends the checksum as the exit-status check: print ours */
 	printf("%u %zu %llu %llu %llu %.6f %.6f %.6f\n", s.sum, s.big_len,
-	       (unsigned long long)s.small_got, (unsigned long long)s.small_bad,
+	       (unsigned long long)atomic_load(&s.small_got), (unsigned long long)s.small_bad,
 	       (unsigned long long)s.small_before_big, s.small_max_delay, s.big_done_at,
 	       s.last_sent_before_big);
 	fflush(stdout);
-	return s.big_got == 1 && s.small_bad == 0 ? 0 : 1;
+	return atomic_load(&s.big_got) == 1 && s.small_bad == 0 ? 0 : 1;
 }
 
 struct small_pub {
 	tern_pub *pub;
-	volatile int stop;
+	atomic_int stop;
 	uint64_t sent;
 };
 
@@ -317,7 +322,7 @@ small_thread(void *arg)
 	struct small_pub *sp = arg;
 	uint8_t buf[100] = {0};
 
-	while (!sp->stop) {
+	while (!atomic_load(&sp->stop)) {
 		double t = now_s();
 		uint64_t n = ++sp->sent;
 		memcpy(buf, &t, sizeof(t));
@@ -365,7 +370,7 @@ run_big(bool low_latency)
 	assert_int_equal(tern_pub_flush(bulk, 60000), 0);
 	double big_s;
 	usleep(100000);
-	sp.stop = 1;
+	atomic_store(&sp.stop, 1);
 	pthread_join(th, NULL);
 	tern_pub_flush(sp.pub, 10000);
 	int status = child_status(pid);
@@ -416,20 +421,16 @@ test_big_with_small_lowlat(void **state)
 static void
 on_count_keys(void *arg, const tern_msg *m)
 {
-	int *counts = arg;
+	atomic_int *counts = arg; /* polled by the test while the I/O thread counts */
 
-	if (strcmp(m->key, "sensors/a/b") == 0) {
-		counts[0]++;
-	} else {
-		counts[1]++;
-	}
+	atomic_fetch_add(&counts[strcmp(m->key, "sensors/a/b") == 0 ? 0 : 1], 1);
 }
 
 static int
 filter_child(int fd, const char *listen, void *arg)
 {
 	tern_node *node = open_node(false);
-	int counts[2] = {0, 0};
+	atomic_int counts[2] = {0, 0};
 	tern_sub *sub;
 	char bound[256];
 	tern_stats st;
@@ -443,7 +444,7 @@ filter_child(int fd, const char *listen, void *arg)
 		return 2;
 	}
 	close(fd);
-	for (int i = 0; i < 5000 && counts[0] < 100; i++) {
+	for (int i = 0; i < 5000 && atomic_load(&counts[0]) < 100; i++) {
 		usleep(2000);
 	}
 	usleep(200000);
@@ -451,7 +452,9 @@ filter_child(int fd, const char *listen, void *arg)
 	tern_sub_close(sub);
 	tern_node_close(node);
 	/* other/x never crossed the link: exactly 100 messages came in */
-	return counts[0] == 100 && counts[1] == 0 && st.messages_in == 100 ? 0 : 1;
+	bool ok =
+	    atomic_load(&counts[0]) == 100 && atomic_load(&counts[1]) == 0 && st.messages_in == 100;
+	return ok ? 0 : 1;
 }
 
 static void
