@@ -107,6 +107,10 @@ struct session {
 	struct sink **held; /* pull subscribers whose queue lock this thread holds */
 	int nheld, held_cap, nsinks;
 	bool updates_due;
+	/* where callbacks that publish have filled a queue past its mark: the
+	 * messages that would run them wait (see callbacks_may_run) */
+	struct outchan *congested_out;
+	struct sink *congested_sink;
 	uint64_t next_sub_id, next_pub_id;
 	/* totals of closed publishers; messages received */
 	_Atomic uint64_t messages_out, bytes_out, dropped, messages_in, bytes_in;
@@ -555,6 +559,69 @@ push_pull(struct src *s, uint64_t seq, const uint8_t *data, size_t len, uint8_t 
 	}
 }
 
+/*
+ * A callback that publishes (a request/reply server) runs on the I/O thread,
+ * which cannot wait for room. So where such publications have filled a
+ * channel past a window's worth of unsent data, or a pull subscriber's
+ * queue past half, the next message with a callback to run waits, in its
+ * channel's backlog, until they drain: the requester is pushed back through
+ * flow control instead of the replies being refused.
+ */
+static bool
+out_congested(const struct outchan *oc)
+{
+	return outchan_unsent((struct outchan *)oc) > oc->peer_window &&
+	       atomic_load(&oc->broken) == OUTCHAN_OK && !atomic_load(&oc->detached);
+}
+
+static bool
+sink_congested(struct sink *k)
+{
+	return ring_used(&k->q.ring) > k->q.ring.cap / 2;
+}
+
+static bool
+callbacks_may_run(struct src *s)
+{
+	struct session *ss = s->session;
+	bool any = false;
+
+	for (int k = 0; k < s->nsubs && !any; k++) {
+		any = s->subs[k]->fn != NULL;
+	}
+	if (!any) {
+		return true;
+	}
+	if (ss->congested_out != NULL && !out_congested(ss->congested_out)) {
+		ss->congested_out = NULL;
+	}
+	if (ss->congested_sink != NULL && !sink_congested(ss->congested_sink)) {
+		ss->congested_sink = NULL;
+	}
+	if (ss->congested_sink != NULL) {
+		/* its reader wakes the I/O thread when it makes room */
+		atomic_store(&ss->congested_sink->q.stalled, true);
+	}
+	return ss->congested_out == NULL && ss->congested_sink == NULL;
+}
+
+/* After a publication on the I/O thread: note what it filled. */
+static void
+note_congestion(struct session *ss, struct src *src)
+{
+	for (int k = 0; k < src->ncopy && ss->congested_out == NULL; k++) {
+		if (out_congested(src->copy[k].oc)) {
+			ss->congested_out = src->copy[k].oc;
+		}
+	}
+	for (int k = 0; k < src->ncopy_subs && ss->congested_sink == NULL; k++) {
+		struct sink *sink = src->copy_subs[k];
+		if (sink->fn == NULL && sink_congested(sink)) {
+			ss->congested_sink = sink;
+		}
+	}
+}
+
 static bool
 deliver(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len, uint8_t **heap,
         bool whole)
@@ -565,7 +632,7 @@ deliver(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len, ui
 	if (whole && is_duplicate(s, seq)) {
 		return true;
 	}
-	if (!room_everywhere(s, from, len, whole)) {
+	if (!callbacks_may_run(s) || !room_everywhere(s, from, len, whole)) {
 		return false;
 	}
 	if (whole) {
@@ -727,6 +794,9 @@ out_close(struct session *s, struct src *src, struct out *o)
 	} else if (broken && o->oc->retain && src->local && atomic_load(&c->kill)) {
 		COUNT(src->undelivered, ring_messages(&o->oc->ring));
 	}
+	if (s->congested_out == o->oc) {
+		s->congested_out = NULL;
+	}
 	conn_close_outchan(c, o->oc, true);
 }
 
@@ -849,6 +919,9 @@ src_clear(struct src *src)
 {
 	park_free_all(&src->parked);
 	for (int k = 0; k < src->nouts; k++) {
+		if (src->session->congested_out == src->outs[k].oc) {
+			src->session->congested_out = NULL;
+		}
 		conn_close_outchan(src->outs[k].conn, src->outs[k].oc, true);
 	}
 	free(src->outs);
@@ -1353,6 +1426,9 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 	if ((r = publish_remote(src, seq, data, len, &w, &dying)) != 0) {
 		rc = r;
 	}
+	if (io) {
+		note_congestion(s, src);
+	}
 	leave_copy(src);
 	if (dying.n > 0) {
 		keep_for_dying(src, &dying, seq, data, len, &deadline);
@@ -1648,6 +1724,9 @@ do_sub_close(void *arg)
 		}
 	}
 	s->nsinks--;
+	if (s->congested_sink == k) {
+		s->congested_sink = NULL;
+	}
 	if (i != NULL) {
 		interest_unlink(s, i);
 		spread(s, i, false, NULL);
