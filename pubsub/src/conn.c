@@ -927,9 +927,10 @@ static int
 on_control(struct conn *c, const uint8_t *p, size_t len)
 {
 	struct ctl_msg m;
+	char why[160];
 
-	if (ctl_decode(p, len, &m) != 0) {
-		return tern__error(TERN_EPROTO, "malformed control message");
+	if (ctl_decode_explain(p, len, &m, why, sizeof(why)) != 0) {
+		return tern__error(TERN_EPROTO, "bad control message: %s", why);
 	}
 	if (!c->got_hello) {
 		if (m.type != CTL_HELLO) {
@@ -1035,7 +1036,9 @@ parse(struct conn *c)
 
 		rc = wire_header_decode_fast(c->rbuf + pos, c->rlen - pos, max, &f, &hlen);
 		if (rc < 0) {
-			return tern__error(rc, "bad frame header from %s", c->endpoint);
+			char why[160];
+			wire_header_explain(c->rbuf + pos, c->rlen - pos, max, why, sizeof(why));
+			return tern__error(rc, "bad frame header from %s: %s", c->endpoint, why);
 		}
 		if (rc == 0 || f.len > c->rlen - pos - hlen) {
 			break;
