@@ -352,11 +352,12 @@ gather(struct conn *c, struct batch *b)
 	b->n = b->ntook = 0;
 	b->total = 0;
 	if (c->out_len > 0) {
+		/* no write above the peer's batch_max, control frames included */
 		b->iov[0].iov_base = c->out;
-		b->iov[0].iov_len = c->out_len;
+		b->iov[0].iov_len = c->out_len < budget ? c->out_len : budget;
 		b->chan[0] = NULL;
 		b->n = 1;
-		b->total = c->out_len;
+		b->total = b->iov[0].iov_len;
 	}
 	if (c->state != CONN_READY || b->total >= budget) {
 		return;
@@ -869,7 +870,11 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	snprintf(c->peer_id, sizeof(c->peer_id), "%.*s", (int)m->u.hello.id.len, m->u.hello.id.p);
 	/* either side asking for low latency makes the connection low-latency */
 	c->low_latency = node->cfg.low_latency || m->u.hello.low_latency;
-	c->batch_max = node->cfg.batch_max_bytes;
+	/* no write larger than either side's batch_max (ctl_decode bounds it) */
+	c->batch_max = node->cfg.batch_max_bytes < m->u.hello.batch_max
+	                   ? node->cfg.batch_max_bytes
+	                   : (uint32_t)m->u.hello.batch_max;
+	c->peer_keepalive_ms = (uint32_t)m->u.hello.keepalive_ms;
 	frame_max =
 	    node->cfg.chunk_bytes < m->u.hello.chunk ? node->cfg.chunk_bytes : m->u.hello.chunk;
 	if (frame_max + WIRE_HDR_MAX > c->batch_max) {
@@ -1168,7 +1173,10 @@ conn_timers(struct conn *c, uint64_t now)
 		conn_fail(c, "no handshake before the deadline");
 		return;
 	}
-	if (c->got_hello && now - c->last_rx_ms > 3ull * node->cfg.keepalive_ms) {
+	/* the peer pings every keepalive_ms of its own HELLO: not dead before that allows */
+	uint64_t keepalive = node->cfg.keepalive_ms > c->peer_keepalive_ms ? node->cfg.keepalive_ms
+	                                                                   : c->peer_keepalive_ms;
+	if (c->got_hello && now - c->last_rx_ms > 3 * keepalive) {
 		conn_fail(c, "the peer went silent (keepalive deadline)");
 		return;
 	}

@@ -151,6 +151,7 @@ struct conn {
 	uint32_t recv_frame_max;
 	uint64_t peer_max_message;
 	uint64_t peer_window;
+	uint32_t peer_keepalive_ms; /* the peer pings this often: dead after 3x */
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
 	uint64_t rtt_us; /* shortest round trip seen by PING/PONG, 0 until measured */
