@@ -1,6 +1,6 @@
 /*
  * ring_test.c - the byte ring: room checks with the producer's cached copy
- * of head, growth, and wrap-around.
+ * of head, growth, wrap-around, and capacities that cannot exist.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "ring.h"
+#include "tern/tern.h"
 
 static uint8_t blob[4096];
 
@@ -103,6 +104,28 @@ test_grow_keeps_contents(void **state)
 	ring_free(&r);
 }
 
+/* No power of two in a size_t holds these: refused, never looped on (a
+ * peer's window once sized a ring, and doubling past the top wrapped to 0). */
+static void
+test_capacity_beyond_size_t_refused(void **state)
+{
+	const size_t huge[] = {SIZE_MAX, SIZE_MAX / 2 + 2, ((size_t)1 << 62) * 2 + 2};
+	struct ring r;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+		assert_int_equal(ring_init(&r, huge[i]), TERN_ENOMEM);
+	}
+	assert_int_equal(ring_init(&r, 4096), 0);
+	ring_put(&r, blob, 100, NULL, 0);
+	for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+		assert_int_equal(ring_grow(&r, huge[i]), TERN_ENOMEM);
+		assert_int_equal(r.cap, 4096);
+		assert_int_equal(ring_used(&r), 100);
+	}
+	ring_free(&r);
+}
+
 int
 main(void)
 {
@@ -111,6 +134,7 @@ main(void)
 	    cmocka_unit_test(test_grow_to_same_size_keeps_room_checks),
 	    cmocka_unit_test(test_stale_copy_of_head),
 	    cmocka_unit_test(test_grow_keeps_contents),
+	    cmocka_unit_test(test_capacity_beyond_size_t_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,7 +116,7 @@ test_header_roundtrip(void **state)
 	f.flags = WIRE_FLAG_FIRST | WIRE_FLAG_SEQ;
 	f.total = 64ull << 20;
 	f.len = 65536;
-	f.channel = UINT32_MAX;
+	f.channel = WIRE_CHANNEL_MAX;
 	roundtrip_header(&f);
 	f.flags = WIRE_FLAG_LAST;
 	roundtrip_header(&f);
@@ -152,6 +152,43 @@ test_header_lengths(void **state)
 		size_t n = wire_header_encode(buf, &f), hlen;
 		int rc = wire_header_decode(buf, n, max, &g, &hlen);
 		assert_int_equal(rc, lens[i] <= max ? 1 : TERN_EMSGSIZE);
+	}
+}
+
+/* Channels beyond WIRE_CHANNEL_MAX and control payloads beyond
+ * WIRE_CONTROL_MAX are refused, whatever the caller's payload limit, and
+ * the explanation names the field and its bound. */
+static void
+test_header_bounds(void **state)
+{
+	static const uint64_t channels[] = {WIRE_CHANNEL_MAX + 1ull, UINT32_MAX, UINT64_MAX};
+	static const uint64_t ctl_lens[] = {WIRE_CONTROL_MAX + 1ull, 65536, UINT32_MAX, UINT64_MAX};
+	struct wire_frame f = {.type = WIRE_DATA, .len = 1}, g;
+	uint8_t buf[WIRE_HDR_MAX];
+	char why[160];
+	size_t n, hlen;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(channels) / sizeof(channels[0]); i++) {
+		f.channel = channels[i];
+		n = wire_header_encode(buf, &f);
+		assert_int_equal(wire_header_decode(buf, n, UINT64_MAX, &g, &hlen), TERN_EPROTO);
+		wire_header_explain(buf, n, UINT64_MAX, why, sizeof(why));
+		assert_non_null(strstr(why, "channel"));
+	}
+	f.channel = WIRE_CHANNEL_MAX;
+	n = wire_header_encode(buf, &f);
+	assert_int_equal(wire_header_decode(buf, n, UINT64_MAX, &g, &hlen), 1);
+	f = (struct wire_frame){.type = WIRE_CONTROL, .len = WIRE_CONTROL_MAX};
+	n = wire_header_encode(buf, &f);
+	assert_int_equal(wire_header_decode(buf, n, UINT64_MAX, &g, &hlen), 1);
+	for (size_t i = 0; i < sizeof(ctl_lens) / sizeof(ctl_lens[0]); i++) {
+		f.len = ctl_lens[i];
+		n = wire_header_encode(buf, &f);
+		assert_int_equal(wire_header_decode(buf, n, UINT64_MAX, &g, &hlen), TERN_EMSGSIZE);
+		wire_header_explain(buf, n, UINT64_MAX, why, sizeof(why));
+		assert_non_null(strstr(why, "control frame of"));
+		assert_non_null(strstr(why, "above 4096"));
 	}
 }
 
@@ -224,7 +261,7 @@ sample_messages(struct ctl_msg *m, int *n)
 	m[i].type = CTL_CREDIT;
 	m[i].u.credit.channel = 9;
 	m[i].u.credit.consumed = 1234567;
-	m[i++].u.credit.bytes = UINT64_MAX;
+	m[i++].u.credit.bytes = CTL_CREDIT_MAX;
 	m[i].type = CTL_BLOCKED;
 	m[i].u.credit.channel = 9;
 	m[i++].u.credit.bytes = 12345;
@@ -391,6 +428,89 @@ test_control_too_long_strings(void **state)
 	assert_int_equal(ctl_encode(&m, buf, 10), TERN_EINVAL);
 }
 
+/* One field beyond its bound: refused, and the reason names the field. */
+static void
+check_bound(struct ctl_msg *m, uint64_t *field, uint64_t v, bool ok, const char *name)
+{
+	uint8_t buf[CTL_MSG_MAX];
+	char why[160];
+	struct ctl_msg d;
+	uint64_t keep = *field;
+	int len;
+
+	*field = v;
+	len = ctl_encode(m, buf, sizeof(buf));
+	assert_true(len > 0);
+	if (ok) {
+		assert_int_equal(ctl_decode_explain(buf, (size_t)len, &d, why, sizeof(why)), 0);
+	} else {
+		assert_int_equal(ctl_decode_explain(buf, (size_t)len, &d, why, sizeof(why)),
+		                 TERN_EPROTO);
+		if (strstr(why, name) == NULL) {
+			fail_msg("value %llu: '%s' does not name '%s'", (unsigned long long)v, why,
+			         name);
+		}
+	}
+	*field = keep;
+}
+
+/* Each bound of PROTOCOL.md's table: its edges taken, one past them, and
+ * UINT32_MAX and UINT64_MAX where those are beyond, refused. */
+static void
+test_control_bounds(void **state)
+{
+	struct ctl_msg m[11];
+	int n;
+	const struct {
+		int msg;
+		size_t offset;
+		uint64_t lo, hi;
+		const char *name;
+	} bounds[] = {
+	    {0, offsetof(struct ctl_msg, u.hello.batch_max), CTL_BATCH_MIN, CTL_BATCH_MAX,
+	     "HELLO batch_max"},
+	    {0, offsetof(struct ctl_msg, u.hello.chunk), CTL_CHUNK_MIN, CTL_CHUNK_MAX,
+	     "HELLO chunk"},
+	    {0, offsetof(struct ctl_msg, u.hello.window), CTL_WINDOW_MIN, CTL_WINDOW_MAX,
+	     "HELLO window"},
+	    {0, offsetof(struct ctl_msg, u.hello.keepalive_ms), CTL_KEEPALIVE_MIN,
+	     CTL_KEEPALIVE_MAX, "HELLO keepalive_ms"},
+	    {0, offsetof(struct ctl_msg, u.hello.mode), 0, 1, "HELLO mode"},
+	    {0, offsetof(struct ctl_msg, u.hello.max_message), 1, UINT64_MAX, "HELLO max_message"},
+	    {4, offsetof(struct ctl_msg, u.open.channel), 1, CTL_CHANNEL_MAX, "OPEN channel"},
+	    {4, offsetof(struct ctl_msg, u.open.reliability), 0, 1, "OPEN reliability"},
+	    {5, offsetof(struct ctl_msg, u.credit.channel), 1, CTL_CHANNEL_MAX, "CLOSE channel"},
+	    {6, offsetof(struct ctl_msg, u.credit.channel), 1, CTL_CHANNEL_MAX, "CREDIT channel"},
+	    {6, offsetof(struct ctl_msg, u.credit.bytes), 0, CTL_CREDIT_MAX, "CREDIT bytes"},
+	    {6, offsetof(struct ctl_msg, u.credit.consumed), 0, CTL_CONSUMED_MAX,
+	     "CREDIT consumed"},
+	    {7, offsetof(struct ctl_msg, u.credit.channel), 1, CTL_CHANNEL_MAX, "BLOCKED channel"},
+	    {7, offsetof(struct ctl_msg, u.credit.bytes), 0, CTL_CREDIT_MAX, "BLOCKED bytes"},
+	};
+	(void)state;
+
+	sample_messages(m, &n);
+	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+		struct ctl_msg *msg = &m[bounds[i].msg];
+		uint64_t *field = (uint64_t *)((char *)msg + bounds[i].offset);
+		uint64_t lo = bounds[i].lo, hi = bounds[i].hi;
+
+		check_bound(msg, field, lo, true, bounds[i].name);
+		check_bound(msg, field, hi, true, bounds[i].name);
+		if (lo > 0) {
+			check_bound(msg, field, lo - 1, false, bounds[i].name);
+			check_bound(msg, field, 0, false, bounds[i].name);
+		}
+		if (hi < UINT64_MAX) {
+			check_bound(msg, field, hi + 1, false, bounds[i].name);
+			check_bound(msg, field, UINT64_MAX, false, bounds[i].name);
+		}
+		if (hi < UINT32_MAX) {
+			check_bound(msg, field, UINT32_MAX, false, bounds[i].name);
+		}
+	}
+}
+
 int
 main(void)
 {
@@ -407,6 +527,8 @@ main(void)
 	    cmocka_unit_test(test_control_corrupted),
 	    cmocka_unit_test(test_control_schema),
 	    cmocka_unit_test(test_control_too_long_strings),
+	    cmocka_unit_test(test_header_bounds),
+	    cmocka_unit_test(test_control_bounds),
 	};
 	return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }

@@ -26,7 +26,6 @@
 #define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
 #define IOV_BATCH    256
 #define TOOK_MAX     64
-#define CHANNEL_MAX  (1u << 20) /* highest channel id a peer may open */
 /*
  * On a long round trip, a blocked channel whose receiver keeps up jumps at
  * once to the window that carries FLOOR_RATE bytes a microsecond (25 MB/s),
@@ -216,11 +215,12 @@ gather(struct conn *c, struct batch *b)
 	b->n = b->ntook = 0;
 	b->total = 0;
 	if (c->out_len > 0) {
+		/* no write above the peer's batch_max, control frames included */
 		b->iov[0].iov_base = c->out;
-		b->iov[0].iov_len = c->out_len;
+		b->iov[0].iov_len = c->out_len < budget ? c->out_len : budget;
 		b->chan[0] = NULL;
 		b->n = 1;
-		b->total = c->out_len;
+		b->total = b->iov[0].iov_len;
 	}
 	if (conn_state(c) != CONN_READY || b->total >= budget) {
 		return;
@@ -604,7 +604,7 @@ conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void
 {
 	int rc;
 
-	if (id == 0 || id > CHANNEL_MAX) {
+	if (id == 0 || id > WIRE_CHANNEL_MAX) {
 		return tern__error(TERN_EPROTO, "channel id %llu out of range",
 		                   (unsigned long long)id);
 	}
@@ -854,9 +854,10 @@ static int
 on_control(struct conn *c, const uint8_t *p, size_t len)
 {
 	struct ctl_msg m;
+	char why[160];
 
-	if (ctl_decode(p, len, &m) != 0) {
-		return tern__error(TERN_EPROTO, "malformed control message");
+	if (ctl_decode_explain(p, len, &m, why, sizeof(why)) != 0) {
+		return tern__error(TERN_EPROTO, "bad control message: %s", why);
 	}
 	if (!c->got_hello) {
 		return on_first_control(c, &m);
@@ -954,18 +955,16 @@ parse(struct conn *c)
 
 		rc = wire_header_decode_fast(c->rbuf + pos, c->rlen - pos, max, &f, &hlen);
 		if (rc < 0) {
-			return tern__error(rc, "bad frame header from %s", c->endpoint);
+			char why[160];
+			wire_header_explain(c->rbuf + pos, c->rlen - pos, max, why, sizeof(why));
+			return tern__error(rc, "bad frame header from %s: %s", c->endpoint, why);
 		}
 		if (rc == 0 || f.len > c->rlen - pos - hlen) {
 			break;
 		}
 		const uint8_t *payload = c->rbuf + pos + hlen;
-		if (f.type == WIRE_CONTROL) {
-			rc = f.len > CTL_MSG_MAX
-			         ? tern__error(TERN_EPROTO,
-			                       "a %llu-byte control frame (at most %d bytes)",
-			                       (unsigned long long)f.len, CTL_MSG_MAX)
-			         : on_control(c, payload, (size_t)f.len);
+		if (f.type == WIRE_CONTROL) { /* the decoder bounds it by CTL_MSG_MAX */
+			rc = on_control(c, payload, (size_t)f.len);
 		} else if (!c->got_hello) {
 			rc = tern__error(TERN_EPROTO, "data before the handshake");
 		} else {

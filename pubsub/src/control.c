@@ -6,6 +6,7 @@
  * buffer, so every read goes through next().
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <mpack.h>
@@ -124,7 +125,31 @@ struct dec {
 	const char *p;
 	size_t left;
 	bool bad;
+	char *why; /* NULL: nobody asks why */
+	size_t why_len;
 };
+
+static const char *const names[] = {
+    [CTL_HELLO] = "HELLO",   [CTL_SYNC] = "SYNC",       [CTL_SUB] = "SUB",
+    [CTL_UNSUB] = "UNSUB",   [CTL_OPEN] = "OPEN",       [CTL_CLOSE] = "CLOSE",
+    [CTL_CREDIT] = "CREDIT", [CTL_BLOCKED] = "BLOCKED", [CTL_PING] = "PING",
+    [CTL_PONG] = "PONG",     [CTL_GOODBYE] = "GOODBYE"};
+
+/* A well-formed number beyond its bound: the message is refused, and the
+ * reason names it (the first one found, after no malformed token). */
+static void
+bound(struct dec *d, int type, const char *field, uint64_t v, uint64_t lo, uint64_t hi)
+{
+	if (d->bad || (v >= lo && v <= hi)) {
+		return;
+	}
+	d->bad = true;
+	if (d->why != NULL) {
+		snprintf(d->why, d->why_len, "%s %s is %llu, outside %llu..%llu", names[type],
+		         field, (unsigned long long)v, (unsigned long long)lo,
+		         (unsigned long long)hi);
+	}
+}
 
 static mpack_token_t
 next(struct dec *d)
@@ -189,7 +214,9 @@ get_str(struct dec *d, size_t max)
 static void
 decode_body(struct dec *d, struct ctl_msg *m)
 {
-	switch (m->type) {
+	int t = m->type;
+
+	switch (t) {
 	case CTL_HELLO:
 		m->u.hello.id = get_str(d, CTL_ID_MAX);
 		m->u.hello.mode = get_uint(d);
@@ -199,18 +226,20 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.hello.max_message = get_uint(d);
 		m->u.hello.window = get_uint(d);
 		m->u.hello.keepalive_ms = get_uint(d);
-		/* PROTOCOL.md's bounds: a chunk size of 0 would turn every message
-		 * into an endless run of empty chunks */
-		if (m->u.hello.id.len == 0 || m->u.hello.mode > 1 ||
-		    m->u.hello.chunk < CTL_CHUNK_MIN) {
-			d->bad = true;
-		}
+		bound(d, t, "id length", m->u.hello.id.len, 1, CTL_ID_MAX);
+		bound(d, t, "mode", m->u.hello.mode, 0, 1);
+		bound(d, t, "batch_max", m->u.hello.batch_max, CTL_BATCH_MIN, CTL_BATCH_MAX);
+		bound(d, t, "chunk", m->u.hello.chunk, CTL_CHUNK_MIN, CTL_CHUNK_MAX);
+		bound(d, t, "max_message", m->u.hello.max_message, 1, UINT64_MAX);
+		bound(d, t, "window", m->u.hello.window, CTL_WINDOW_MIN, CTL_WINDOW_MAX);
+		bound(d, t, "keepalive_ms", m->u.hello.keepalive_ms, CTL_KEEPALIVE_MIN,
+		      CTL_KEEPALIVE_MAX);
 		break;
 	case CTL_SUB:
 	case CTL_UNSUB:
 		m->u.sub.origin = get_str(d, CTL_ID_MAX);
 		m->u.sub.sub_id = get_uint(d);
-		if (m->type == CTL_SUB) {
+		if (t == CTL_SUB) {
 			m->u.sub.hops = get_uint(d);
 			m->u.sub.keyexpr = get_str(d, CTL_TEXT_MAX);
 		}
@@ -221,17 +250,23 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.open.key = get_str(d, CTL_TEXT_MAX);
 		m->u.open.reliability = get_uint(d);
 		m->u.open.instance = get_uint(d);
+		bound(d, t, "channel", m->u.open.channel, 1, CTL_CHANNEL_MAX);
+		bound(d, t, "reliability", m->u.open.reliability, 0, 1);
 		break;
 	case CTL_CLOSE:
 		m->u.credit.channel = get_uint(d);
+		bound(d, t, "channel", m->u.credit.channel, 1, CTL_CHANNEL_MAX);
 		break;
 	case CTL_CREDIT:
 	case CTL_BLOCKED:
 		m->u.credit.channel = get_uint(d);
 		m->u.credit.bytes = get_uint(d);
-		if (m->type == CTL_CREDIT) {
+		if (t == CTL_CREDIT) {
 			m->u.credit.consumed = get_uint(d);
 		}
+		bound(d, t, "channel", m->u.credit.channel, 1, CTL_CHANNEL_MAX);
+		bound(d, t, "bytes", m->u.credit.bytes, 0, CTL_CREDIT_MAX);
+		bound(d, t, "consumed", m->u.credit.consumed, 0, CTL_CONSUMED_MAX);
 		break;
 	case CTL_PING:
 	case CTL_PONG:
@@ -246,27 +281,45 @@ decode_body(struct dec *d, struct ctl_msg *m)
 }
 
 int
-ctl_decode(const uint8_t *p, size_t len, struct ctl_msg *m)
+ctl_decode_explain(const uint8_t *p, size_t len, struct ctl_msg *m, char *why, size_t why_len)
 {
-	struct dec d = {.p = (const char *)p, .left = len};
+	struct dec d = {.p = (const char *)p, .left = len, .why = why, .why_len = why_len};
 	mpack_token_t t;
 	uint64_t type;
 
 	memset(m, 0, sizeof(*m));
+	if (why != NULL && why_len > 0) {
+		why[0] = '\0';
+	}
 	mpack_tokbuf_init(&d.tb);
 	t = next(&d);
 	if (d.bad || t.type != MPACK_TOKEN_ARRAY) {
-		return TERN_EPROTO;
+		goto malformed;
 	}
 	type = get_uint(&d);
 	if (d.bad || type > CTL_GOODBYE || arity((int)type) == 0 ||
 	    t.length != (mpack_uint32_t)arity((int)type)) {
-		return TERN_EPROTO;
+		goto malformed;
 	}
 	m->type = (int)type;
 	decode_body(&d, m);
+	if (!d.bad && d.left != 0 && why != NULL) {
+		snprintf(why, why_len, "malformed %s (%zu bytes after it)", names[m->type], d.left);
+	}
 	if (d.bad || d.left != 0) {
-		return TERN_EPROTO;
+		goto malformed;
 	}
 	return 0;
+malformed:
+	if (why != NULL && why_len > 0 && why[0] == '\0') {
+		snprintf(why, why_len, "malformed %s",
+		         m->type != 0 ? names[m->type] : "control message");
+	}
+	return TERN_EPROTO;
+}
+
+int
+ctl_decode(const uint8_t *p, size_t len, struct ctl_msg *m)
+{
+	return ctl_decode_explain(p, len, m, NULL, 0);
 }

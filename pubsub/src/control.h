@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wire.h"
+
 enum ctl_type {
 	CTL_HELLO = 1,
 	CTL_SYNC = 2,
@@ -28,10 +30,26 @@ enum ctl_type {
 
 #define CTL_ID_MAX   255
 #define CTL_TEXT_MAX 1024
-/* Smallest chunk size a HELLO may announce (chunk_bytes' lower bound). */
-#define CTL_CHUNK_MIN 256
 /* Largest encoded control message: a few strings of CTL_TEXT_MAX and ints. */
-#define CTL_MSG_MAX 4096
+#define CTL_MSG_MAX WIRE_CONTROL_MAX
+
+/*
+ * Bounds on the numbers a peer sends (docs/PROTOCOL.md, "Bounds"): they
+ * size queues, batches, frames and timers at the receiver, so ctl_decode
+ * refuses a message with any of them out of range, naming the field. A
+ * node's own configuration stays within them (tern_config's limits).
+ */
+#define CTL_BATCH_MIN     512u                 /* HELLO batch_max: batching.max_bytes */
+#define CTL_BATCH_MAX     (64u << 20)          /* 64 MiB */
+#define CTL_CHUNK_MIN     256u                 /* HELLO chunk: a chunk of 0 never ends a message */
+#define CTL_CHUNK_MAX     (16u << 20)          /* 16 MiB */
+#define CTL_WINDOW_MIN    4096u                /* HELLO window: a node's first window, ... */
+#define CTL_WINDOW_MAX    (2u * CTL_CHUNK_MAX) /* ... at most twice the largest chunk */
+#define CTL_KEEPALIVE_MIN 1u
+#define CTL_KEEPALIVE_MAX 3600000u /* an hour */
+#define CTL_CHANNEL_MAX   WIRE_CHANNEL_MAX
+#define CTL_CREDIT_MAX    (1ull << 40) /* CREDIT and BLOCKED bytes */
+#define CTL_CONSUMED_MAX  (1ull << 62) /* CREDIT consumed: a running total */
 
 struct ctl_str {
 	const char *p;
@@ -77,7 +95,12 @@ struct ctl_msg {
 /* Encode into out (cap bytes). Returns the length, or TERN_EINVAL if it does not fit. */
 int ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap);
 
-/* Decode exactly len bytes. 0 or TERN_EPROTO (any malformed, truncated or trailing input). */
+/* Decode exactly len bytes. 0 or TERN_EPROTO (any malformed, truncated or
+ * trailing input, or a number beyond its bound). */
 int ctl_decode(const uint8_t *p, size_t len, struct ctl_msg *m);
+
+/* The same; on refusal, a sentence in why naming the message and the field
+ * ("HELLO window is 4294967296, outside 4096..33554432"). */
+int ctl_decode_explain(const uint8_t *p, size_t len, struct ctl_msg *m, char *why, size_t why_len);
 
 #endif

@@ -8,13 +8,30 @@
 #include "error.h"
 #include "ring.h"
 
+/* The largest power of two a size_t holds. */
+#define RING_CAP_MAX (SIZE_MAX / 2 + 1)
+
+/* The capacity for at least min_cap bytes, doubling from cap; 0 when no
+ * power of two holds it (doubling on would wrap to 0 and never end). */
+static size_t
+capacity_for(size_t cap, size_t min_cap)
+{
+	if (min_cap > RING_CAP_MAX) {
+		return 0;
+	}
+	while (cap < min_cap) {
+		cap <<= 1;
+	}
+	return cap;
+}
+
 int
 ring_init(struct ring *r, size_t min_cap)
 {
-	size_t cap = 4096;
+	size_t cap = capacity_for(4096, min_cap);
 
-	while (cap < min_cap) {
-		cap <<= 1;
+	if (cap == 0) {
+		return TERN_ENOMEM;
 	}
 	r->buf = malloc(cap);
 	if (r->buf == NULL) {
@@ -37,11 +54,11 @@ ring_free(struct ring *r)
 int
 ring_grow(struct ring *r, size_t min_cap)
 {
-	size_t cap = r->cap, used = ring_used(r);
+	size_t cap = capacity_for(r->cap, min_cap), used = ring_used(r);
 	uint8_t *buf;
 
-	while (cap < min_cap) {
-		cap <<= 1;
+	if (cap == 0) {
+		return TERN_ENOMEM;
 	}
 	if (cap == r->cap) {
 		/* big enough already: the consumer made room since the producer

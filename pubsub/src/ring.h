@@ -37,6 +37,8 @@ struct ring {
 	char pad2[RING_LINE - 2 * sizeof(size_t)];
 };
 
+/* TERN_ENOMEM when min_cap is more than any power of two in a size_t, or
+ * memory is short. */
 int ring_init(struct ring *r, size_t min_cap);
 void ring_free(struct ring *r);
 
@@ -49,7 +51,8 @@ bool ring_has_space(struct ring *r, size_t n);
 void ring_put(struct ring *r, const void *a, size_t alen, const void *b, size_t blen);
 
 /* Grow to hold at least min_cap bytes, keeping the contents. Only while
- * neither side is using the ring (the caller holds both sides' locks). */
+ * neither side is using the ring (the caller holds both sides' locks).
+ * TERN_ENOMEM, the ring unchanged, as for ring_init. */
 int ring_grow(struct ring *r, size_t min_cap);
 
 /* Consumer side. */

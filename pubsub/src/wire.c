@@ -5,6 +5,7 @@
  * the type byte, the channel and the length, the sequence number being
  * implicit (the previous one plus one) unless a flag says otherwise.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -121,9 +122,12 @@ flags_valid(int type, int flags)
 	}
 }
 
-int
-wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
-                   size_t *hdr_len)
+static const char *const type_names[] = {"data", "chunk", "control"};
+
+/* The decoder, with a sentence for its refusal when why is not NULL. */
+static int
+header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
+              size_t *hdr_len, char *why, size_t why_len)
 {
 	size_t pos = 1;
 	int rc;
@@ -135,31 +139,78 @@ wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wi
 	f->flags = p[0] & ~WIRE_TYPE_MASK;
 	f->channel = f->seq = f->total = 0;
 	if (!flags_valid(f->type, f->flags)) {
+		if (why != NULL) {
+			snprintf(why, why_len, "frame type %d with flags 0x%02x", f->type,
+			         f->flags);
+		}
 		return TERN_EPROTO;
 	}
 	if (f->type != WIRE_CONTROL) {
 		if ((rc = field(p, len, &pos, &f->channel)) != 1) {
-			return rc;
+			goto varint;
 		}
 		if ((f->flags & WIRE_FLAG_SEQ) && (rc = field(p, len, &pos, &f->seq)) != 1) {
-			return rc;
+			goto varint;
 		}
 		if ((f->flags & WIRE_FLAG_FIRST) && (rc = field(p, len, &pos, &f->total)) != 1) {
-			return rc;
+			goto varint;
 		}
-		if (f->channel > UINT32_MAX) {
+		if (f->channel > WIRE_CHANNEL_MAX) {
+			if (why != NULL) {
+				snprintf(why, why_len, "%s frame on channel %llu, above %u",
+				         type_names[f->type], (unsigned long long)f->channel,
+				         WIRE_CHANNEL_MAX);
+			}
 			return TERN_EPROTO;
 		}
 	}
 	if ((rc = field(p, len, &pos, &f->len)) != 1) {
-		return rc;
+		goto varint;
+	}
+	if (f->type == WIRE_CONTROL && max_payload > WIRE_CONTROL_MAX) {
+		max_payload = WIRE_CONTROL_MAX;
 	}
 	if (f->len > max_payload) {
+		if (why != NULL) {
+			snprintf(why, why_len, "%s frame of %llu bytes, above %llu%s",
+			         type_names[f->type], (unsigned long long)f->len,
+			         (unsigned long long)max_payload,
+			         f->type == WIRE_CONTROL ? "" : " (chunk_bytes)");
+		}
 		return TERN_EMSGSIZE;
 	}
 	if (f->type == WIRE_CHUNK && (f->flags & WIRE_FLAG_FIRST) && f->total < f->len) {
+		if (why != NULL) {
+			snprintf(why, why_len, "a first chunk of %llu bytes of a %llu-byte message",
+			         (unsigned long long)f->len, (unsigned long long)f->total);
+		}
 		return TERN_EPROTO;
 	}
 	*hdr_len = pos;
 	return 1;
+varint:
+	if (rc < 0 && why != NULL) {
+		snprintf(why, why_len, "a varint above 64 bits");
+	}
+	return rc;
+}
+
+int
+wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
+                   size_t *hdr_len)
+{
+	return header_decode(p, len, max_payload, f, hdr_len, NULL, 0);
+}
+
+void
+wire_header_explain(const uint8_t *p, size_t len, uint64_t max_payload, char *why, size_t why_len)
+{
+	struct wire_frame f;
+	size_t hdr_len;
+
+	if (why_len == 0) {
+		return;
+	}
+	snprintf(why, why_len, "a valid frame header");
+	header_decode(p, len, max_payload, &f, &hdr_len, why, why_len);
 }

@@ -17,6 +17,15 @@
 #define WIRE_VARINT_MAX   10
 #define WIRE_HDR_MAX      (1 + 4 * WIRE_VARINT_MAX)
 
+/*
+ * Bounds on a frame header's fields (docs/PROTOCOL.md, "Bounds"); the
+ * decoder refuses a header beyond them. Channel ids index a connection's
+ * table of incoming channels, so they stay small; a control message never
+ * needs more than 4096 bytes (control.h), so a larger one is never buffered.
+ */
+#define WIRE_CHANNEL_MAX 1048576u /* 2^20 */
+#define WIRE_CONTROL_MAX 4096u
+
 enum wire_type { WIRE_DATA = 0, WIRE_CHUNK = 1, WIRE_CONTROL = 2 };
 
 #define WIRE_TYPE_MASK  0x07
@@ -47,11 +56,17 @@ size_t wire_header_encode(uint8_t *out, const struct wire_frame *f);
 /*
  * Decode a frame header at p. Returns 1 and sets *hdr_len when a whole
  * header is there, 0 when more bytes are needed, or TERN_EPROTO /
- * TERN_EMSGSIZE (payload above max_payload). The payload itself may still
- * be incomplete: the caller compares f->len with what remains.
+ * TERN_EMSGSIZE (payload above max_payload, or a control payload above
+ * WIRE_CONTROL_MAX). The payload itself may still be incomplete: the caller
+ * compares f->len with what remains.
  */
 int wire_header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
                        size_t *hdr_len);
+
+/* For a header wire_header_decode refused: a sentence naming the field and
+ * its bound ("control frame of 5000 bytes, above 4096"), written to why. */
+void wire_header_explain(const uint8_t *p, size_t len, uint64_t max_payload, char *why,
+                         size_t why_len);
 
 /*
  * The same, with the common case inline: a data frame without flags on a

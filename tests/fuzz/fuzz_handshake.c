@@ -28,6 +28,13 @@ check_hello(const struct ctl_msg *m)
 	/* PROTOCOL.md: id (str, 1-255 bytes), mode (uint: 0 peer, 1 router) */
 	FUZZ_CHECK(m->u.hello.id.len >= 1 && m->u.hello.id.len <= CTL_ID_MAX);
 	FUZZ_CHECK(m->u.hello.mode <= 1);
+	/* PROTOCOL.md's Bounds: what sizes queues, batches, frames and timers */
+	FUZZ_CHECK(m->u.hello.batch_max >= CTL_BATCH_MIN && m->u.hello.batch_max <= CTL_BATCH_MAX);
+	FUZZ_CHECK(m->u.hello.chunk >= CTL_CHUNK_MIN && m->u.hello.chunk <= CTL_CHUNK_MAX);
+	FUZZ_CHECK(m->u.hello.window >= CTL_WINDOW_MIN && m->u.hello.window <= CTL_WINDOW_MAX);
+	FUZZ_CHECK(m->u.hello.keepalive_ms >= CTL_KEEPALIVE_MIN &&
+	           m->u.hello.keepalive_ms <= CTL_KEEPALIVE_MAX);
+	FUZZ_CHECK(m->u.hello.max_message >= 1);
 	/* the frame size the connection would use, as in the handshake */
 	frame_max = NODE_CHUNK < m->u.hello.chunk ? NODE_CHUNK : m->u.hello.chunk;
 	if (frame_max + WIRE_HDR_MAX > NODE_BATCH_MAX) {

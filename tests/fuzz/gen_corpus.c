@@ -439,6 +439,106 @@ frames_corrupt(void)
 	emit("frames", "empty");
 }
 
+/* A HELLO with every number given: the connection harness's edges. */
+static void
+put_hello_numbers(uint64_t batch_max, uint64_t chunk, uint64_t window, uint64_t keepalive_ms)
+{
+	struct ctl_msg m = {.type = CTL_HELLO};
+
+	m.u.hello.id = str("fuzz-peer");
+	m.u.hello.batch_max = batch_max;
+	m.u.hello.chunk = chunk;
+	m.u.hello.max_message = 65536;
+	m.u.hello.window = window;
+	m.u.hello.keepalive_ms = keepalive_ms;
+	put_ctl(&m);
+}
+
+static void
+put_credit(uint64_t channel, uint64_t bytes, uint64_t consumed)
+{
+	struct ctl_msg m = {.type = CTL_CREDIT};
+
+	m.u.credit.channel = channel;
+	m.u.credit.bytes = bytes;
+	m.u.credit.consumed = consumed;
+	put_ctl(&m);
+}
+
+/* Preamble, a HELLO with these numbers, SYNC and a subscription to what
+ * the harness's node publishes (fuzz/data): the node then opens a channel
+ * toward the peer, its queue sized from the window. */
+static void
+conn_start(uint64_t batch_max, uint64_t chunk, uint64_t window, uint64_t keepalive_ms)
+{
+	put_preamble();
+	put_hello_numbers(batch_max, chunk, window, keepalive_ms);
+	put_ctl(&(struct ctl_msg){.type = CTL_SYNC});
+	put_sub(CTL_SUB, "fuzz-peer", 1, "fuzz/**");
+}
+
+/* fuzz_conn: whole connections, as a peer sends them to a node with
+ * chunk_bytes 4096 and max_message_bytes 65536. */
+static void
+conn(void)
+{
+	const uint64_t u64 = UINT64_MAX;
+
+	conn_start(65536, 65536, 262144, 1000);
+	put_open(1, "fuzz-peer/1", "fuzz/x");
+	put_data(1, WIRE_FLAG_SEQ, 1, 10);
+	put_data(1, 0, 0, 5);
+	put_chunk(1, WIRE_FLAG_FIRST, 0, 6000, 3000);
+	put_chunk(1, WIRE_FLAG_LAST, 0, 0, 3000);
+	put_credit(1, 65536, 100);
+	put_simple(CTL_BLOCKED, 1, 0);
+	put_simple(CTL_PING, 42, 0);
+	put_simple(CTL_CLOSE, 1, 0);
+	put_sub(CTL_UNSUB, "fuzz-peer", 1, "fuzz/**");
+	put_goodbye("done");
+	emit("conn", "session");
+	/* the HELLOs that once hung the node (2^62+1) or grew it (4 GiB) */
+	conn_start(65536, 65536, (1ull << 62) + 1, 1000);
+	emit("conn", "hello_window_2p62_plus_1");
+	conn_start(65536, 65536, 4ull << 30, 1000);
+	emit("conn", "hello_window_4g");
+	conn_start(u64, u64, u64, u64);
+	emit("conn", "hello_u64max");
+	conn_start(CTL_BATCH_MIN, CTL_CHUNK_MIN, CTL_WINDOW_MIN, CTL_KEEPALIVE_MIN);
+	put_open(1, "fuzz-peer/1", "fuzz/x");
+	put_data(1, 0, 0, 256);
+	put_credit(1, 1, 1);
+	emit("conn", "hello_min_edges");
+	conn_start(CTL_BATCH_MAX, CTL_CHUNK_MAX, CTL_WINDOW_MAX, CTL_KEEPALIVE_MAX);
+	put_credit(1, CTL_CREDIT_MAX, CTL_CONSUMED_MAX);
+	emit("conn", "hello_max_edges");
+	conn_start(65536, 65536, 262144, 1000);
+	put_credit(1, u64, u64);
+	put_simple(CTL_BLOCKED, 1, u64);
+	emit("conn", "credit_u64max");
+	conn_start(65536, 65536, 262144, 1000);
+	put_header(WIRE_CONTROL, 0, 0, 0, 0, WIRE_CONTROL_MAX + 1);
+	put_fill(WIRE_CONTROL_MAX + 1);
+	emit("conn", "control_4097");
+	conn_start(65536, 65536, 262144, 1000);
+	put_header(WIRE_CONTROL, 0, 0, 0, 0, u64);
+	emit("conn", "control_u64max");
+	conn_start(65536, 65536, 262144, 1000);
+	put_open(WIRE_CHANNEL_MAX, "fuzz-peer/1", "fuzz/x");
+	put_data(WIRE_CHANNEL_MAX, WIRE_FLAG_SEQ, u64, 1);
+	put_data(WIRE_CHANNEL_MAX + 1ull, 0, 0, 1);
+	emit("conn", "channel_edges");
+	conn_start(65536, 65536, 262144, 1000);
+	put_open(1, "fuzz-peer/1", "fuzz/x");
+	put_chunk(1, WIRE_FLAG_FIRST, 0, u64, 16);
+	emit("conn", "chunk_total_u64max");
+	put_preamble();
+	put_data(1, 0, 0, 3);
+	emit("conn", "data_before_hello");
+	put("HTTP/1.1 200 OK\r\n", 17);
+	emit("conn", "not_tern");
+}
+
 static void
 handshake(void)
 {
@@ -713,6 +813,7 @@ main(int argc, char **argv)
 	frames_lengths();
 	frames_corrupt();
 	handshake();
+	conn();
 	reasm();
 	keyexpr();
 	configs();

@@ -21,7 +21,7 @@ build="${2:-$here/../../build-fuzz}"
 shift $(( $# >= 2 ? 2 : 1 ))
 harnesses=("$@")
 if [ ${#harnesses[@]} -eq 0 ]; then
-  harnesses=(frames handshake reasm keyexpr config)
+  harnesses=(frames handshake reasm keyexpr config conn)
 fi
 
 if ! command -v clang >/dev/null; then

@@ -300,6 +300,55 @@ test_batches_bounded_and_idle_flush(void **state)
 	tern_node_close(a);
 }
 
+/* A node writes no batch larger than its peer's HELLO asks for, even when
+ * its own batching.max_bytes is larger. */
+static void
+test_peer_batch_max_honoured(void **state)
+{
+	tern_config small, big;
+	tern_node *a, *b;
+	char bound[256];
+	tern_sub *sub;
+	tern_pub *pub;
+	tern_stats st;
+	tern_msg m;
+	uint8_t payload[64] = {0};
+	(void)state;
+
+	tern_config_init(&small);
+	small.batch_max_bytes = 1024;
+	tern_config_init(&big); /* 64 KiB batches */
+	a = open_node(&small);
+	b = open_node(&big);
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "k", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_pub_open(&pub, b, "k", -1), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 5000), 0);
+	for (int i = 0; i < 20000; i++) {
+		assert_int_equal(tern_publish(pub, payload, sizeof(payload)), 0);
+		if (i % 1000 == 999) {
+			for (int k = 0; k < 1000; k++) {
+				assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
+			}
+		}
+	}
+	static uint8_t large[100 << 10];
+	assert_int_equal(tern_publish(pub, large, sizeof(large)), 0);
+	assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
+	assert_int_equal(m.len, sizeof(large));
+	tern_node_stats(b, &st);
+	assert_true(st.batches > 0);
+	if (st.batch_largest > 1024) {
+		fail_msg("a %llu-byte write to a peer whose batch_max is 1024",
+		         (unsigned long long)st.batch_largest);
+	}
+	tern_pub_close(pub);
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
 static void
 test_oversize_refused(void **state)
 {
@@ -925,6 +974,7 @@ main(void)
 	    cmocka_unit_test(test_connect_to_other_version),
 	    cmocka_unit_test(test_bad_magic_and_garbage),
 	    cmocka_unit_test(test_batches_bounded_and_idle_flush),
+	    cmocka_unit_test(test_peer_batch_max_honoured),
 	    cmocka_unit_test(test_oversize_refused),
 	    cmocka_unit_test(test_many_channels_small_batches),
 	    cmocka_unit_test(test_slow_key_does_not_stop_others),
