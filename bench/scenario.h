@@ -85,8 +85,9 @@ struct cell_env {
 	char client_ep[NET_EP_MAX];
 	void *clients[ENV_MAX_CLIENTS];
 	uint32_t nclients;
-	double relay_cpu; /* CPU seconds of the emulator, set by env_teardown */
-	bool fault_drop;  /* test-only: a sender leaves out one record */
+	double relay_cpu;      /* CPU seconds of the emulator, set by env_teardown */
+	bool fault_drop;       /* test-only: a sender leaves out one record */
+	bool fault_late_start; /* test-only: senders start after their window */
 };
 
 /* Start the receiver (and the link emulator in front of it). */

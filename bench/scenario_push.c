@@ -8,6 +8,11 @@
  * first 8 bytes are a sequence number. The cell's time runs from the start of
  * sending to the arrival of the last message, so what is still queued when
  * the senders stop counts against the rate.
+ *
+ * Each sender's window of --duration starts when that sender does, not when
+ * its thread was asked for: on a loaded machine a thread can start later
+ * than a whole short window, and a sender that then sent nothing would fail
+ * its cell with "nothing arrived". Every sender sends at least one message.
  */
 #include "record.h"
 #include "scenario.h"
@@ -34,9 +39,10 @@ struct push_state {
 	_Atomic uint64_t messages;
 	_Atomic uint64_t lost;
 	_Atomic uint64_t t_last;
-	uint64_t t_end;    /* senders stop here */
-	_Atomic bool stop; /* or now: a sender could not start */
-	uint32_t *sent;    /* per sender: how many ids it used */
+	_Atomic uint64_t t_start; /* the first sender began: the cell's time runs from here */
+	uint64_t duration_ns;     /* how long each sender sends */
+	_Atomic bool stop;        /* or now: a sender could not start */
+	uint32_t *sent;           /* per sender: how many ids it used */
 };
 
 struct sender_arg {
@@ -94,9 +100,9 @@ on_records(void *arg, uint32_t conn, const void *data, size_t len)
 		len -= (size_t)used;
 		n++;
 	}
-	atomic_fetch_add(&st->records, n);
-	atomic_fetch_add(&st->messages, 1);
 	atomic_store(&st->t_last, net_now_ns());
+	atomic_fetch_add(&st->messages, 1);
+	atomic_fetch_add(&st->records, n);
 }
 
 static void
@@ -113,9 +119,20 @@ on_raw(void *arg, uint32_t conn, const void *data, size_t len)
 	}
 	memcpy(&seq, data, sizeof(seq));
 	check_seq(st, (uint32_t)(seq >> 32), (uint32_t)seq);
-	atomic_fetch_add(&st->records, 1);
-	atomic_fetch_add(&st->messages, 1);
 	atomic_store(&st->t_last, net_now_ns());
+	atomic_fetch_add(&st->messages, 1);
+	atomic_fetch_add(&st->records, 1);
+}
+
+/* Note when a sender began; the earliest is the cell's start. */
+static void
+note_start(struct push_state *st, uint64_t now)
+{
+	uint64_t first = atomic_load(&st->t_start);
+
+	while ((first == 0 || now < first) &&
+	       !atomic_compare_exchange_weak(&st->t_start, &first, now)) {
+	}
 }
 
 static void *
@@ -136,14 +153,16 @@ sender_main(void *arg)
 	if (st->raw) {
 		memset(buf, 0xa5, msg_len);
 	}
+	if (st->env->fault_late_start) {
+		net_sleep_ns(st->duration_ns + 100000000ull);
+	}
+	note_start(st, net_now_ns());
 	/* one clock read a message: the records' wall-clock timestamp also
 	 * tells when to stop */
-	uint64_t mono = net_now_ns();
-	uint64_t wall_end = net_wall_ns() + (st->t_end > mono ? st->t_end - mono : 0);
-	uint64_t now;
+	uint64_t wall_end = net_wall_ns() + st->duration_ns;
+	uint64_t now = net_wall_ns();
 
-	while (!bench_interrupted && !atomic_load_explicit(&st->stop, memory_order_relaxed) &&
-	       (now = net_wall_ns()) < wall_end) {
+	while (!bench_interrupted && !atomic_load_explicit(&st->stop, memory_order_relaxed)) {
 		if (st->raw) {
 			uint64_t id = (uint64_t)sa->index << 32 | seq++;
 
@@ -163,7 +182,7 @@ sender_main(void *arg)
 			}
 		}
 		rc = ops->client_send(sa->client, buf, msg_len);
-		if (rc != 0) {
+		if (rc != 0 || (now = net_wall_ns()) >= wall_end) {
 			break;
 		}
 	}
@@ -177,24 +196,32 @@ sender_main(void *arg)
 	return NULL;
 }
 
-/* Everything sent has arrived or been counted lost. */
+/*
+ * Everything sent has arrived or been counted lost, and counted: the
+ * receiver moves next_seq on record by record and adds the message to
+ * records (after t_last) only once it is through, so next_seq alone would
+ * let the cell end before its last message is counted.
+ */
 static bool
 drained(struct push_state *st)
 {
+	uint64_t total = 0;
 	uint32_t i;
 
 	for (i = 0; i < st->nsenders; i++) {
 		if (atomic_load(&st->next_seq[i]) < st->sent[i]) {
 			return false;
 		}
+		total += st->sent[i];
 	}
-	return true;
+	return atomic_load(&st->records) + atomic_load(&st->lost) >= total;
 }
 
 static void
-finish(struct push_state *st, uint64_t t0, struct sender_arg *sa)
+finish(struct push_state *st, struct sender_arg *sa)
 {
 	struct cell_result *res = st->res;
+	uint64_t t0 = atomic_load(&st->t_start);
 	uint64_t start = net_now_ns();
 	uint64_t stall = DRAIN_STALL_NS + (uint64_t)(st->env->cell->link->rtt_ms * 2e6);
 	uint64_t last_progress = start;
@@ -234,7 +261,7 @@ finish(struct push_state *st, uint64_t t0, struct sender_arg *sa)
 	res->records = atomic_load(&st->records);
 	res->bytes = st->raw ? res->records * st->payload_bytes : res->records * RECORD_BYTES;
 	res->lost = atomic_load(&st->lost);
-	if (atomic_load(&st->t_last) > t0) {
+	if (t0 != 0 && atomic_load(&st->t_last) > t0) {
 		res->seconds = (double)(atomic_load(&st->t_last) - t0) / 1e9;
 	}
 	if (st->nsenders > 1 && lo > 0) {
@@ -254,7 +281,6 @@ scenario_push_run(struct cell_env *e, struct cell_result *res)
 	char err[256];
 	uint32_t i;
 	uint32_t started = 0;
-	uint64_t t0;
 
 	memset(&st, 0, sizeof(st));
 	st.env = e;
@@ -293,8 +319,7 @@ scenario_push_run(struct cell_env *e, struct cell_result *res)
 		result_fail(res, "%s", err);
 		goto out;
 	}
-	t0 = net_now_ns();
-	st.t_end = t0 + (uint64_t)(c->duration * 1e9);
+	st.duration_ns = (uint64_t)(c->duration * 1e9);
 	for (i = 0; i < st.nsenders; i++) {
 		if (pthread_create(&sa[i].thread, NULL, sender_main, &sa[i]) != 0) {
 			result_fail(res, "cannot start sender thread %u", i);
@@ -307,7 +332,7 @@ scenario_push_run(struct cell_env *e, struct cell_result *res)
 		pthread_join(sa[i].thread, NULL);
 	}
 	if (started == st.nsenders) {
-		finish(&st, t0, sa);
+		finish(&st, sa);
 	}
 out:
 	/* The receiver's callback uses st: stop it before st goes away. */

@@ -2,7 +2,10 @@
  * bench_fault_test.c - failures are visible: a record dropped on purpose
  * (the test-only TERN_BENCH_FAULT=drop-record hook) fails its cell in the
  * database and makes the command exit non-zero; Ctrl-C keeps the finished
- * rows and marks the run interrupted; bad options are usage errors.
+ * rows and marks the run interrupted; bad options are usage errors. And the
+ * opposite: senders that start after their whole window (what a loaded
+ * machine does to a thread, made certain by TERN_BENCH_FAULT=late-start)
+ * still deliver and pass their cell.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -81,6 +84,39 @@ without_the_fault_the_cell_passes(void **state)
 }
 
 static void
+check_late_start(const char *scenario, const char *layer)
+{
+	char db[64];
+	char *argv[] = {"bench",       "--scenarios", (char *)scenario,
+	                "--links",     "loopback",    "--layers",
+	                (char *)layer, "--modes",     "batched",
+	                "--records",   "16",          "--duration",
+	                "0.1",         "--db",        db,
+	                NULL};
+	int rc;
+
+	scratch_db(db, sizeof(db), "late");
+	setenv("TERN_BENCH_FAULT", "late-start", 1);
+	rc = bench_main(15, argv);
+	unsetenv("TERN_BENCH_FAULT");
+	assert_int_equal(rc, 0);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE failed=0 AND lost=0 "
+	                               "AND records > 0 AND seconds > 0"),
+	                 db_number(db, "SELECT count(*) FROM results"));
+	assert_true(db_number(db, "SELECT count(*) FROM results") >= 1);
+	remove_db(db);
+}
+
+static void
+late_senders_still_deliver(void **state)
+{
+	(void)state;
+	check_late_start("stream", "tcp");
+	check_late_start("stream", "tern");
+	check_late_start("fanin", "tcp");
+}
+
+static void
 interrupt_keeps_finished_rows(void **state)
 {
 	char db[64];
@@ -156,6 +192,7 @@ main(void)
 	    cmocka_unit_test(without_the_fault_the_cell_passes),
 	    cmocka_unit_test(dropped_record_fails_tcp_cell),
 	    cmocka_unit_test(dropped_record_fails_tern_cell),
+	    cmocka_unit_test(late_senders_still_deliver),
 	    cmocka_unit_test(interrupt_keeps_finished_rows),
 	};
 

@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
 # Slow and dead subscribers. A publisher (tern pub --listen) feeds two
 # subscribers, A and B, each on its own connection.
-#   best_effort        A is stopped with SIGSTOP: the best-effort publisher
-#                      keeps its speed (measured from its own counters
-#                      before and after the stop), counts the drops for A,
-#                      and B keeps receiving.
+#   best_effort        A is stopped with SIGSTOP: once A's queue is full the
+#                      best-effort publisher goes on publishing, counts a
+#                      drop for A for each message A cannot take (never more
+#                      than it published), and B keeps receiving.
 #   reliable_deadline  A is stopped with SIGSTOP while a reliable publisher
 #                      sends 1000-byte messages at a fixed rate: after the
 #                      slow-consumer deadline (slow_consumer_ms where the
 #                      build has it, else publish_timeout_ms; 2000 here,
 #                      10000 by default) the publisher closes A's connection
-#                      and logs why, B keeps its rate within 10% in every
-#                      second, and B gets every message.
+#                      and logs why; B receives more messages while A is
+#                      stopped and not yet dropped (it is not held up behind
+#                      A), and B gets every message, in order.
 #   sigkill CYCLES     A is killed with SIGKILL mid-stream, started again,
 #                      killed again, CYCLES times: the publisher goes on (no
 #                      SIGPIPE), B keeps receiving, and the publisher's open
 #                      file descriptors and RSS come back to what they were;
 #                      it then exits 0 (in a sanitizer build, LeakSanitizer
 #                      makes that fail if anything leaked).
-# Payloads are sequence numbers (stdin lines) where order matters, 8 bytes
-# (--size 8) where only speed does. RSS is judged only in a normal build:
-# a sanitizer's allocator keeps freed memory in quarantine.
+# Assertions are about behaviour (order, counts, what happens before what);
+# rates are printed for a reader, never judged: timing goals live in
+# `tern bench`. Waits end on the event they wait for; their bounds (30 s)
+# only catch a hang. Payloads are sequence numbers (stdin lines) where order
+# matters, 8 bytes (--size 8) elsewhere. RSS is judged only in a normal
+# build: a sanitizer's allocator keeps freed memory in quarantine.
 # Usage: slow.sh TERN CASE [CYCLES]
 TERN=$1
 CASE=$2
@@ -63,10 +67,9 @@ print(sys.argv[1], pub["messages"] + pub["dropped"], a, b)' "$(now_s)"
 
 case "$CASE" in
 best_effort)
-	# one publisher at full speed, without end; its speed is measured from
-	# its own counters over one second with both subscribers reading, then
-	# over one second with A stopped (after a second for A's buffers and
-	# flow-control window to fill)
+	# one publisher at full speed, without end; its counters are read with
+	# both subscribers reading, then once A's queue is full, then again
+	# once publishing, A's drops and B have all moved on
 	ep="unix://$TMP/pub.sock"
 	# a long keepalive: a stopped process does not answer pings either, and
 	# would otherwise be dropped as dead after 3 s
@@ -81,10 +84,22 @@ best_effort)
 	sleep 1
 	read -r t2 p2 ad2 _ < <(snapshot pub)
 	kill -STOP "$(tern_pid a)"
-	sleep 1
+	# A's buffers and window fill at whatever pace the machine allows: the
+	# first drop counted for A says they are full
 	read -r t3 p3 ad3 bm3 < <(snapshot pub)
-	sleep 1
+	ads=$ad3
+	end=$((SECONDS + 30))
+	while [ "$ad3" -le "$ads" ] && [ $SECONDS -le $end ]; do
+		sleep 0.2
+		read -r t3 p3 ad3 bm3 < <(snapshot pub)
+	done
 	read -r t4 p4 ad4 bm4 < <(snapshot pub)
+	end=$((SECONDS + 30))
+	while { [ "$p4" -le "$p3" ] || [ "$ad4" -le "$ad3" ] || [ "$bm4" -le "$bm3" ]; } &&
+		[ $SECONDS -le $end ]; do
+		sleep 0.2
+		read -r t4 p4 ad4 bm4 < <(snapshot pub)
+	done
 	kill -CONT "$(tern_pid a)"
 	stop pub
 	stop a
@@ -93,15 +108,12 @@ best_effort)
 	stopped_rate=$(awk -v a="$p3" -v b="$p4" -v s="$t3" -v e="$t4" 'BEGIN { printf "%.0f", (b - a) / (e - s) }')
 	a_drops=$((ad4 - ad3))
 	b_rate=$(awk -v a="$bm3" -v b="$bm4" -v s="$t3" -v e="$t4" 'BEGIN { printf "%.0f", (b - a) / (e - s) }')
-	echo "best effort, 8-byte messages: published $free_rate msgs/s with both subscribers reading, $stopped_rate msgs/s with A stopped; meanwhile $a_drops drops counted for A, $b_rate msgs/s sent to B (before the stop: $((ad2 - ad1)) drops for A)"
-	# at least half the speed: two cores are shared with the subscribers
-	# and with other tests, while a publisher that blocks falls to a few
-	# percent
-	if awk -v s="$stopped_rate" -v f="$free_rate" 'BEGIN { exit !(s >= 0.5 * f) }'; then
-		echo "ok the publisher kept its speed with a stopped subscriber ($stopped_rate vs $free_rate msgs/s)"
+	echo "best effort, 8-byte messages (for a reader, not judged): published $free_rate msgs/s with both subscribers reading, $stopped_rate msgs/s with A stopped; meanwhile $a_drops drops counted for A, $b_rate msgs/s sent to B (before the stop: $((ad2 - ad1)) drops for A)"
+	if [ "$p4" -gt "$p3" ]; then
+		echo "ok the publisher went on publishing with A stopped and its queue full ($((p4 - p3)) messages)"
 		passed=$((passed + 1))
 	else
-		bad "the publisher slowed to $stopped_rate msgs/s with a stopped subscriber (before: $free_rate; limit 50%)"
+		bad "the publisher published nothing in 30 s once A's queue was full (stats: $p3 then $p4)"
 	fi
 	if [ "$a_drops" -le 0 ]; then
 		bad "no drops counted for the stopped subscriber's connection (stats: $ad3 then $ad4)"
@@ -111,8 +123,8 @@ best_effort)
 		echo "ok drops counted for the stopped subscriber: $a_drops of $((p4 - p3)) published"
 		passed=$((passed + 1))
 	fi
-	if [ "$b_rate" -gt 0 ]; then
-		echo "ok B kept receiving: $b_rate msgs/s"
+	if [ "$bm4" -gt "$bm3" ]; then
+		echo "ok B kept receiving: $((bm4 - bm3)) messages sent to B meanwhile"
 		passed=$((passed + 1))
 	else
 		bad "nothing was sent to B while A was stopped"
@@ -152,7 +164,7 @@ reliable_deadline)
 	start a 60 sub k --connect "$ep" --format none --id slow-a
 	start b 60 sub k --connect "$ep" --id steady-b --count "$total" --timeout $((secs + 20))
 	pub=$(tern_pid pub)
-	wait_lines b $((rate * 2)) 10
+	wait_lines b $((rate * 2)) 30
 	(
 		while kill -0 "$pub" 2>/dev/null; do
 			echo "$(now_s) $(lines b) $(rss_kb "$pub")"
@@ -163,20 +175,32 @@ reliable_deadline)
 	sampler=$!
 	stopped_at=$(now_s)
 	kill -STOP "$(tern_pid a)"
-	echo "A stopped at line $(lines b) of B"
+	b_at_stop=$(lines b)
+	echo "A stopped at line $b_at_stop of B"
+	# B's count is read before the log is: a count read while the drop is
+	# not logged yet was reached with A stopped and still connected
 	closed_after=""
-	while le "$(elapsed "$stopped_at")" $((deadline_ms / 1000 + 4)); do
+	b_before_drop=$b_at_stop
+	while le "$(elapsed "$stopped_at")" 30; do
+		b_now=$(lines b)
 		if grep -v keepalive "$TMP/pub.err" | grep -Eq 'slow-a.*(slow|publish_timeout|timed out|not reading)'; then
 			closed_after=$(elapsed "$stopped_at")
 			break
 		fi
+		b_before_drop=$b_now
 		sleep 0.1
 	done
 	if [ -n "$closed_after" ]; then
 		echo "ok the publisher closed A's connection $closed_after s after A stopped: $(grep -v keepalive "$TMP/pub.err" | grep -Em 1 'slow-a.*(slow|publish_timeout|timed out|not reading)' | sed 's/^.*info: //')"
 		passed=$((passed + 1))
 	else
-		bad "no log line on the publisher closing A's connection for being slow within $((deadline_ms / 1000 + 4)) s of A stopping ($key $deadline_ms); its log: $(tail -n 3 "$TMP/pub.err")"
+		bad "no log line on the publisher closing A's connection for being slow within 30 s of A stopping ($key $deadline_ms); its log: $(tail -n 3 "$TMP/pub.err")"
+	fi
+	if [ "$b_before_drop" -gt "$b_at_stop" ]; then
+		echo "ok B was not held up behind A: it received $((b_before_drop - b_at_stop)) messages while A was stopped and not yet dropped"
+		passed=$((passed + 1))
+	else
+		bad "B received nothing while A was stopped and not yet dropped (line $b_at_stop of B at the stop)"
 	fi
 	wait_status b rc_b
 	kill -CONT "$(tern_pid a)" 2>/dev/null
@@ -208,15 +232,7 @@ reliable_deadline)
 			}
 			printf "%.0f %.2f\n", worst, at
 		}' "$TMP/b.samples")
-	echo "B's slowest second after A stopped: $worst msgs/s at +$worst_at s (publisher rate $rate)"
-	if [ "$worst" != "-1" ] && tsan_build "$TERN"; then
-		echo "ThreadSanitizer build: B's rate reported, not judged"
-	elif [ "$worst" != "-1" ] && awk -v w="$worst" -v r="$rate" 'BEGIN { exit !(w >= 0.9 * r) }'; then
-		echo "ok B kept its rate within 10%"
-		passed=$((passed + 1))
-	else
-		bad "B's rate fell to $worst msgs/s (less than 90% of $rate) after A stopped"
-	fi
+	echo "B's slowest second after A stopped (for a reader, not judged): $worst msgs/s at +$worst_at s (publisher rate $rate)"
 	;;
 sigkill)
 	ep="unix://$TMP/pub.sock"
@@ -224,36 +240,42 @@ sigkill)
 	start b 600 sub k --connect "$ep" --format none --stats --id steady-b
 	pub=$(tern_pid pub)
 	# the footprint with one reader, after a first victim came and went
-	start a 20 sub k --connect "$ep" --id victim
-	wait_lines a 1 10
+	start a 60 sub k --connect "$ep" --id victim
+	wait_lines a 1 30
 	kill -KILL "$(tern_pid a)"
 	wait "$a_pid" 2>/dev/null
+	# (had the publisher not noticed this death yet, fds0 would only be
+	# higher: the check below could not fail for that)
 	sleep 1
 	fds0=$(fd_count "$pub")
 	rss0=$(rss_kb "$pub")
 	t0=$(now_s)
 	for i in $(seq 1 "$CYCLES"); do
 		rm -f "$TMP/a.out"
-		start a 20 sub k --connect "$ep" --id victim
-		wait_lines a 1 10
+		start a 60 sub k --connect "$ep" --id victim
+		wait_lines a 1 30
 		kill -KILL "$(tern_pid a)"
 		wait "$a_pid" 2>/dev/null
 		kill -0 "$pub" 2>/dev/null || fail "the publisher died at cycle $i: $(tail -n 5 "$TMP/pub.err")"
 	done
 	echo "$CYCLES kill cycles in $(elapsed "$t0") s"
 	# the publisher notices each dead connection; give it a moment
-	n=0
-	while [ "$(fd_count "$pub")" -gt "$fds0" ] && [ $n -lt 50 ]; do
+	end=$((SECONDS + 30))
+	while [ "$(fd_count "$pub")" -gt "$fds0" ] && [ $SECONDS -le $end ]; do
 		sleep 0.1
-		n=$((n + 1))
 	done
 	fds1=$(fd_count "$pub")
 	rss1=$(rss_kb "$pub")
+	# B still receives: a stats line written after the cycles counts some
 	got0=$(grep -c '^stats sub=' "$TMP/b.err" || true)
-	sleep 1.5
-	got1=$(grep -c '^stats sub=' "$TMP/b.err" || true)
-	last_rate=$(grep '^stats sub=' "$TMP/b.err" | tail -n 1 | tr ' ' '\n' | grep '^msgs_per_s=' | cut -d= -f2)
-	echo "publisher: fds $fds0 before, $fds1 after; RSS $((rss0 / 1024)) MB before, $((rss1 / 1024)) MB after; B's last rate $last_rate msgs/s"
+	last_rate=""
+	end=$((SECONDS + 30))
+	while [ -z "$last_rate" ] && [ $SECONDS -le $end ]; do
+		last_rate=$(grep '^stats sub=' "$TMP/b.err" | tail -n +$((got0 + 1)) | tr ' ' '\n' |
+			grep '^msgs_per_s=' | cut -d= -f2 | awk '$1 > 0 { print; exit }')
+		[ -n "$last_rate" ] || sleep 0.2
+	done
+	echo "publisher: fds $fds0 before, $fds1 after; RSS $((rss0 / 1024)) MB before, $((rss1 / 1024)) MB after; B's rate after the cycles ${last_rate:-none} msgs/s (for a reader, not judged)"
 	if [ "$fds1" -le "$fds0" ]; then
 		echo "ok no file descriptor leaked"
 		passed=$((passed + 1))
@@ -268,11 +290,11 @@ sigkill)
 	else
 		bad "the publisher's RSS grew by $(((rss1 - rss0) / 1024)) MB over $CYCLES killed subscribers"
 	fi
-	if [ "$got1" -gt "$got0" ] && awk -v r="${last_rate:-0}" 'BEGIN { exit !(r > 15000) }'; then
-		echo "ok B still receives at $last_rate msgs/s"
+	if [ -n "$last_rate" ]; then
+		echo "ok B still receives after $CYCLES killed subscribers"
 		passed=$((passed + 1))
 	else
-		bad "B stopped receiving or slowed down (last rate '${last_rate}' msgs/s, publisher rate 20000)"
+		bad "B received nothing in 30 s after $CYCLES killed subscribers"
 	fi
 	stop b
 	stop pub

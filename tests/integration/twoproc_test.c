@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 
 #include <cmocka.h>
 
@@ -214,9 +216,21 @@ test_stream_tcp6(void **state)
 	run_stream("tcp://[::1]:0", false);
 }
 
-/* ---- a 64 MiB message while small ones keep flowing on another key ---- */
+/*
+ * ---- a 64 MiB message while small ones keep flowing on another key ----
+ *
+ * What is asserted is order, not speed: the big message arrives whole, every
+ * small one arrives once and in order, and small messages published after
+ * the big one was handed over arrive before it is complete (they were not
+ * queued behind it). A loaded machine only stretches the big transfer, so
+ * it leaves more room for that, never less. Each small message carries its
+ * CLOCK_MONOTONIC send time, one clock for both processes; the last one is
+ * marked, so the subscriber knows when it has them all.
+ */
 
 #define BIG            (64u << 20)
+#define SMALL_LEN      100
+#define SMALL_LAST     16 /* offset of the byte that marks the last small message */
 #define SMALL_EVERY_US 1000
 
 /* The callback runs on the I/O thread; the test reads small_got while it
@@ -229,6 +243,7 @@ struct big_state {
 	uint32_t sum;
 	size_t big_len;
 	atomic_int big_got;
+	atomic_int small_end;
 	double last_sent_before_big;
 };
 
@@ -251,10 +266,17 @@ on_small(void *arg, const tern_msg *m)
 	double sent;
 	uint64_t n;
 
+	if (m->len != SMALL_LEN) {
+		s->small_bad++;
+		return;
+	}
 	memcpy(&sent, m->data, sizeof(sent));
 	memcpy(&n, (const uint8_t *)m->data + 8, sizeof(n));
-	if (m->len != 100 || n != s->small_last + 1) {
+	if (n != s->small_last + 1 || atomic_load(&s->small_end)) {
 		s->small_bad++;
+	}
+	if (((const uint8_t *)m->data)[SMALL_LAST] != 0) {
+		atomic_store(&s->small_end, 1);
 	}
 	s->small_last = n;
 	atomic_fetch_add(&s->small_got, 1);
@@ -295,7 +317,9 @@ big_child(int fd, const char *listen, void *arg)
 		s.big_len = m.len;
 		s.sum = checksum(m.data, m.len);
 	}
-	while (atomic_load(&s.small_got) < 50 && now_s() < deadline) {
+	/* the marked last small message is published after the big one is
+	 * flushed: once it is here, every small message is */
+	while (!atomic_load(&s.small_end) && now_s() < deadline) {
 		usleep(2000);
 	}
 	tern_sub_close(a);
@@ -307,27 +331,37 @@ big_child(int fd, const char *listen, void *arg)
 	       (unsigned long long)s.small_before_big, s.small_max_delay, s.big_done_at,
 	       s.last_sent_before_big);
 	fflush(stdout);
-	return atomic_load(&s.big_got) == 1 && s.small_bad == 0 ? 0 : 1;
+	return atomic_load(&s.big_got) == 1 && atomic_load(&s.small_end) && s.small_bad == 0 ? 0
+	                                                                                     : 1;
 }
 
 struct small_pub {
 	tern_pub *pub;
 	atomic_int stop;
-	uint64_t sent;
+	atomic_ullong sent;
 };
+
+static int
+publish_small(struct small_pub *sp, bool last)
+{
+	uint8_t buf[SMALL_LEN] = {0};
+	double t = now_s();
+	uint64_t n = atomic_load(&sp->sent) + 1;
+
+	memcpy(buf, &t, sizeof(t));
+	memcpy(buf + 8, &n, sizeof(n));
+	buf[SMALL_LAST] = last;
+	atomic_store(&sp->sent, n);
+	return tern_publish(sp->pub, buf, sizeof(buf));
+}
 
 static void *
 small_thread(void *arg)
 {
 	struct small_pub *sp = arg;
-	uint8_t buf[100] = {0};
 
 	while (!atomic_load(&sp->stop)) {
-		double t = now_s();
-		uint64_t n = ++sp->sent;
-		memcpy(buf, &t, sizeof(t));
-		memcpy(buf + 8, &n, sizeof(n));
-		tern_publish(sp->pub, buf, sizeof(buf));
+		publish_small(sp, false);
 		usleep(SMALL_EVERY_US);
 	}
 	return NULL;
@@ -364,15 +398,19 @@ run_big(bool low_latency)
 	assert_int_equal(tern_pub_open(&sp.pub, node, "small", -1), 0);
 	assert_int_equal(tern_node_wait_peers(node, 1, 10000), 0);
 	assert_int_equal(pthread_create(&th, NULL, small_thread, &sp), 0);
-	usleep(50000);
+	/* small messages are flowing before the big one starts */
+	for (int i = 0; i < 60000 && atomic_load(&sp.sent) < 10; i++) {
+		usleep(1000);
+	}
+	assert_true(atomic_load(&sp.sent) >= 10);
 	double t0 = now_s();
 	assert_int_equal(tern_publish(bulk, big, BIG), 0);
 	assert_int_equal(tern_pub_flush(bulk, 60000), 0);
 	double big_s;
-	usleep(100000);
 	atomic_store(&sp.stop, 1);
 	pthread_join(th, NULL);
-	tern_pub_flush(sp.pub, 10000);
+	assert_int_equal(publish_small(&sp, true), 0);
+	assert_int_equal(tern_pub_flush(sp.pub, 60000), 0);
 	int status = child_status(pid);
 	ssize_t n = read(p[0], out, sizeof(out) - 1);
 	close(p[0]);
@@ -386,16 +424,18 @@ run_big(bool low_latency)
 	                 8);
 	/* CLOCK_MONOTONIC is one clock for both processes */
 	big_s = done_at - t0;
+	/* figures for a reader; timing goals live in tern bench */
 	print_message("64 MiB in %.3f s; %llu small messages, %llu before the big one arrived, "
-	              "max delay %.1f ms\n",
-	              big_s, got, before, max_delay * 1e3);
+	              "the last of them sent %.3f s after it started, max delay %.1f ms\n",
+	              big_s, got, before, last_before - t0, max_delay * 1e3);
 	assert_int_equal(status, 0);
 	assert_int_equal(len, BIG);
 	assert_int_equal(sum, checksum(big, BIG));
-	assert_true(got == sp.sent);
-	/* small messages published well into the transfer arrived before it ended */
-	assert_true(last_before > t0 + 0.25 * big_s);
-	assert_true(max_delay < 0.5 * big_s + 0.05);
+	assert_int_equal(bad, 0);
+	assert_true(got == atomic_load(&sp.sent));
+	/* a small message published after the big one was handed over arrived
+	 * before the big one was complete: it did not wait behind it */
+	assert_true(last_before > t0);
 	tern_pub_close(bulk);
 	tern_pub_close(sp.pub);
 	tern_node_close(node);
@@ -444,9 +484,12 @@ filter_child(int fd, const char *listen, void *arg)
 		return 2;
 	}
 	close(fd);
-	for (int i = 0; i < 5000 && atomic_load(&counts[0]) < 100; i++) {
+	/* a bound for a hang only: a loaded machine may take its time */
+	double deadline = now_s() + 60;
+	while (atomic_load(&counts[0]) < 100 && now_s() < deadline) {
 		usleep(2000);
 	}
+	/* a message that should not have come would most likely be here by now */
 	usleep(200000);
 	tern_node_stats(node, &st);
 	tern_sub_close(sub);

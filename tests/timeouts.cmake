@@ -1,0 +1,45 @@
+# cmake -DBUILD=DIR -P timeouts.cmake: every ctest test in DIR has a TIMEOUT,
+# so a hang fails the run instead of blocking it, and every test that
+# measures time carries RUN_SERIAL (the list below) so that nothing runs
+# beside it on a small machine.
+cmake_minimum_required(VERSION 3.19)
+
+set(TERN_SERIAL_TESTS bench_validate hard_bad_peers hard_net_tbf_stream hard_net_relay_stall
+    hard_net_link_cut node_reconnect_router_restart)
+
+execute_process(COMMAND ${CMAKE_CTEST_COMMAND} --show-only=json-v1
+  WORKING_DIRECTORY ${BUILD} OUTPUT_VARIABLE json RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "ctest --show-only failed in ${BUILD}")
+endif()
+string(JSON ntests LENGTH "${json}" tests)
+set(bad "")
+math(EXPR last "${ntests} - 1")
+foreach(i RANGE ${last})
+  string(JSON name GET "${json}" tests ${i} name)
+  set(timeout "")
+  set(serial "")
+  string(JSON nprops ERROR_VARIABLE none LENGTH "${json}" tests ${i} properties)
+  if(nprops GREATER 0)
+    math(EXPR plast "${nprops} - 1")
+    foreach(j RANGE ${plast})
+      string(JSON pname GET "${json}" tests ${i} properties ${j} name)
+      string(JSON pvalue GET "${json}" tests ${i} properties ${j} value)
+      if(pname STREQUAL "TIMEOUT")
+        set(timeout "${pvalue}")
+      elseif(pname STREQUAL "RUN_SERIAL")
+        set(serial "${pvalue}")
+      endif()
+    endforeach()
+  endif()
+  if(NOT timeout OR timeout LESS_EQUAL 0)
+    string(APPEND bad "  ${name}: no TIMEOUT\n")
+  endif()
+  if(name IN_LIST TERN_SERIAL_TESTS AND NOT serial)
+    string(APPEND bad "  ${name}: measures time, but has no RUN_SERIAL\n")
+  endif()
+endforeach()
+if(bad)
+  message(FATAL_ERROR "tests without the properties they need:\n${bad}")
+endif()
+message(STATUS "${ntests} tests, each with a TIMEOUT")
