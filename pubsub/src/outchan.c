@@ -138,7 +138,13 @@ outchan_room_or_grow(struct outchan *oc, size_t len, bool force)
 	bool stalled = starved != 0 && clock_since(now, starved) >= GROW_AFTER_MS &&
 	               clock_since(now, atomic_load(&oc->last_ack_ms)) >= GROW_AFTER_MS &&
 	               clock_since(now, atomic_load(&oc->last_write_ms)) >= GROW_AFTER_MS;
-	return (kept_most || stalled) && grow(oc, framed_len(oc, len), kept_most);
+	if ((kept_most || stalled) && grow(oc, framed_len(oc, len), kept_most)) {
+		return true;
+	}
+	/* a full ring waits on the peer, even one that took everything into
+	 * its socket and its window: until it consumes, nothing makes room */
+	outchan_mark_starved(oc, now);
+	return false;
 }
 
 static void
@@ -472,8 +478,9 @@ outchan_stalled_for(struct outchan *oc, uint64_t now_ms, uint64_t ms)
 {
 	uint64_t starved = atomic_load(&oc->starved_since_ms);
 
+	/* unconsumed data, written or not, waits on the peer */
 	return oc->retain && starved != 0 && clock_since(now_ms, starved) >= ms &&
-	       outchan_unsent(oc) > 0;
+	       ring_used(&oc->ring) > 0;
 }
 
 /*

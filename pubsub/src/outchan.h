@@ -186,8 +186,8 @@ void outchan_mark_starved(struct outchan *oc, uint64_t now_ms);
 bool outchan_on_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms);
 /* The connection failed: publishers waiting on it give up. */
 void outchan_break(struct outchan *oc, enum outchan_broken how);
-/* Data has waited on a peer that neither consumed nor took anything for
- * at least ms: a slow consumer. */
+/* Data (unsent, or written and not consumed) has waited on a peer that
+ * consumed nothing for at least ms: a slow consumer. */
 bool outchan_stalled_for(struct outchan *oc, uint64_t now_ms, uint64_t ms);
 
 /*
