@@ -407,7 +407,11 @@ pub_run(node_config *nc, const struct pub_opts *o)
 		            tern_last_error());
 	}
 	seconds = r.messages > 0 ? runtime_now() - r.first : 0;
-	tern_pub_close(r.pub);
+	/* reliable: what a subscriber never got makes the exit status non-zero */
+	if (tern_pub_close(r.pub) != 0) {
+		runtime_log(TERN_LOG_ERROR, "%s", tern_last_error());
+		r.failed = true;
+	}
 	tern_node_close(r.node);
 	runtime_signals_block();
 	if (o->best_effort) {
