@@ -1,0 +1,132 @@
+/*
+ * conn_test.c - a connection's deadlines, driven through conn_timers with
+ * a clock reading taken before the connection's own time stamps, as the
+ * I/O thread's timers do when a connection is created, or hears from its
+ * peer, after they read the clock. Such an elapsed time is no time at all,
+ * never 584 years.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "conn.h"
+
+static void
+on_ready(void *arg, struct conn *c)
+{
+	(void)arg;
+	(void)c;
+}
+
+static void
+on_synced(void *arg, struct conn *c)
+{
+	(void)arg;
+	(void)c;
+}
+
+static int
+on_control(void *arg, struct conn *c, const struct ctl_msg *m)
+{
+	(void)arg;
+	(void)c;
+	(void)m;
+	return 0;
+}
+
+static const struct conn_ops ops = {.ready = on_ready, .synced = on_synced, .control = on_control};
+
+struct fixture {
+	tern_config cfg;
+	struct logger log;
+	struct conn_env env;
+	int peer; /* the other end of the socket pair */
+	struct conn *c;
+};
+
+static int
+setup(void **state)
+{
+	static struct fixture f;
+	int sv[2];
+
+	memset(&f, 0, sizeof(f));
+	tern_config_init(&f.cfg);
+	f.cfg.id = "conn-test";
+	f.log.id = "conn-test";
+	f.log.level = TERN_LOG_ERROR;
+	f.env.cfg = &f.cfg;
+	f.env.log = &f.log;
+	f.env.epfd = epoll_create1(0);
+	f.env.window_init = 256u << 10;
+	f.env.window_max = 32u << 20;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	f.peer = sv[1];
+	f.c = conn_new(&f.env, sv[0], false, false, "unix:///conn-test", &ops, NULL, NULL);
+	assert_non_null(f.c);
+	*state = &f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	conn_free(f->c);
+	close(f->peer);
+	close(f->env.epfd);
+	return 0;
+}
+
+static void
+test_handshake_deadline_before_creation(void **state)
+{
+	struct fixture *f = *state;
+
+	/* the timers read the clock, then the connection was accepted */
+	conn_timers(f->c, f->c->created_ms - 5);
+	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
+	/* the deadline itself still holds */
+	conn_timers(f->c, f->c->created_ms + f->cfg.handshake_timeout_ms + 1);
+	assert_int_equal(conn_state(f->c), CONN_DEAD);
+	assert_non_null(strstr(f->c->reason, "handshake"));
+}
+
+static void
+test_keepalive_deadline_before_last_read(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t now;
+
+	f->c->got_hello = true;
+	atomic_store(&f->c->state, CONN_READY);
+	now = f->c->last_rx_ms;
+	/* a read after the timers took the time */
+	f->c->last_rx_ms = now + 5;
+	f->c->last_ping_ms = now + 5;
+	conn_timers(f->c, now);
+	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
+	conn_timers(f->c, now + 5 + 3ull * f->cfg.keepalive_ms + 1);
+	assert_int_equal(conn_state(f->c), CONN_DEAD);
+	assert_non_null(strstr(f->c->reason, "keepalive"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_handshake_deadline_before_creation, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_keepalive_deadline_before_last_read, setup,
+	                                    teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
