@@ -1124,8 +1124,12 @@ take_copy(struct src *src)
 			src->copy_subs = k;
 			src->copy_cap = src->copy_subs_cap = cap;
 		}
-		memcpy(src->copy, src->outs, (size_t)src->nouts * sizeof(*src->outs));
-		memcpy(src->copy_subs, src->subs, (size_t)src->nsubs * sizeof(*src->subs));
+		if (src->nouts > 0) {
+			memcpy(src->copy, src->outs, (size_t)src->nouts * sizeof(*src->outs));
+		}
+		if (src->nsubs > 0) {
+			memcpy(src->copy_subs, src->subs, (size_t)src->nsubs * sizeof(*src->subs));
+		}
 		src->ncopy = src->nouts;
 		src->ncopy_subs = src->nsubs;
 		src->copy_gen = src->gen;
