@@ -1611,9 +1611,9 @@ session_pub_close(struct session *s, struct src *src)
 	/* what reliable channels still hold may be in flight on a slow link:
 	 * let the peers consume it before the channels go */
 	wait_drained(s, src, (int)s->cfg->publish_timeout_ms, true);
+	snprintf(key, sizeof(key), "%s", src->key);
 	loop_call(s->loop, do_pub_close, &a);
 	lost = atomic_load(&src->undelivered);
-	snprintf(key, sizeof(key), "%s", src->key ? src->key : "");
 	pthread_mutex_destroy(&src->send_lock);
 	pthread_mutex_destroy(&src->route_lock);
 	pthread_mutex_destroy(&src->wait_lock);

@@ -103,9 +103,9 @@ finish() {
 	fi
 }
 
-# stop NAME: SIGTERM, then check for a clean exit (status 0). A process
-# still there after 3 s gets its threads' stacks saved (with gdb, when
-# installed) in NAME.log before its timeout kills it.
+# stop NAME [STATUS]: SIGTERM, then check for a clean exit (status STATUS,
+# default 0). A process still there after 3 s gets its threads' stacks
+# saved (with gdb, when installed) in NAME.log before its timeout kills it.
 stop() {
 	local tpid="${1}_pid"
 	local child
@@ -122,7 +122,7 @@ stop() {
 			timeout 10 gdb -p "$child" -batch -ex "thread apply all bt" >>"$TMP/$1.log" 2>&1 || true
 		fi
 	fi
-	finish "$1" 0
+	finish "$1" "${2:-0}"
 }
 
 # summary_field NAME FIELD: a field of the summary line on NAME's stderr.
