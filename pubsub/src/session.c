@@ -12,6 +12,7 @@
 #include "error.h"
 #include "keyexpr.h"
 #include "park.h"
+#include "route.h"
 #include "session.h"
 #include "subq.h"
 #include "writer.h"
@@ -81,26 +82,13 @@ struct src {
 	struct src *next;
 };
 
-/* A subscription known to this node: local, or declared by peers. */
-struct interest {
-	char *origin;
-	uint64_t sub_id;
-	char *keyexpr;
-	size_t ke_len;
-	uint64_t hops;
-	struct sink *local;
-	struct conn **from; /* peers that declared it; from[0] is the route toward it */
-	int nfrom, from_cap;
-	struct interest *next;
-};
-
 struct session {
 	const tern_config *cfg;
 	const struct logger *log;
 	uint64_t instance;
 	struct loop *loop;
 	/* I/O thread */
-	struct interest *interests;
+	struct route_table routes;
 	struct src *remote;
 	struct src *pubs;
 	struct sink *sinks;
@@ -297,7 +285,7 @@ carries(const struct session *s, const struct conn *from, const struct conn *to)
 static void
 spread(struct session *s, const struct interest *i, bool declare, struct conn *except)
 {
-	const struct conn *from = i->nfrom > 0 ? i->from[0] : except;
+	const struct conn *from = i->nfrom > 0 ? (const struct conn *)i->from[0] : except;
 
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
@@ -305,82 +293,6 @@ spread(struct session *s, const struct interest *i, bool declare, struct conn *e
 			send_sub(c, i, declare);
 		}
 	}
-}
-
-static struct interest *
-interest_find(struct session *s, const char *origin, size_t olen, uint64_t id)
-{
-	for (struct interest *i = s->interests; i != NULL; i = i->next) {
-		if (i->sub_id == id && strlen(i->origin) == olen &&
-		    memcmp(i->origin, origin, olen) == 0) {
-			return i;
-		}
-	}
-	return NULL;
-}
-
-static void
-interest_free(struct interest *i)
-{
-	free(i->origin);
-	free(i->keyexpr);
-	free(i->from);
-	free(i);
-}
-
-static void
-interest_unlink(struct session *s, struct interest *dead)
-{
-	for (struct interest **pp = &s->interests; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == dead) {
-			*pp = dead->next;
-			return;
-		}
-	}
-}
-
-static bool
-from_add(struct interest *i, struct conn *c)
-{
-	for (int k = 0; k < i->nfrom; k++) {
-		if (i->from[k] == c) {
-			return true;
-		}
-	}
-	return push_ptr((void ***)&i->from, &i->nfrom, &i->from_cap, c);
-}
-
-static bool
-from_remove(struct interest *i, struct conn *c)
-{
-	for (int k = 0; k < i->nfrom; k++) {
-		if (i->from[k] == c) {
-			memmove(i->from + k, i->from + k + 1,
-			        (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
-			i->nfrom--;
-			return true;
-		}
-	}
-	return false;
-}
-
-static struct interest *
-interest_new(const char *origin, size_t olen, uint64_t id, const char *ke, size_t ke_len)
-{
-	struct interest *i = calloc(1, sizeof(*i));
-
-	if (i == NULL) {
-		return NULL;
-	}
-	i->origin = strndup(origin, olen);
-	i->keyexpr = strndup(ke, ke_len);
-	i->ke_len = ke_len;
-	i->sub_id = id;
-	if (i->origin == NULL || i->keyexpr == NULL) {
-		interest_free(i);
-		return NULL;
-	}
-	return i;
 }
 
 static void recompute(struct session *s);
@@ -398,23 +310,21 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 	if (o->len == strlen(s->cfg->id) && memcmp(o->p, s->cfg->id, o->len) == 0) {
 		return 0; /* our own subscription came back around */
 	}
-	i = interest_find(s, o->p, o->len, m->u.sub.sub_id);
+	i = route_find(&s->routes, o->p, o->len, m->u.sub.sub_id);
 	if (i != NULL) {
-		return from_add(i, c) ? 0 : TERN_ENOMEM;
+		return route_from_add(i, c) ? 0 : TERN_ENOMEM;
 	}
 	if (m->u.sub.hops >= MAX_HOPS) {
 		return 0;
 	}
-	i = interest_new(o->p, o->len, m->u.sub.sub_id, m->u.sub.keyexpr.p, m->u.sub.keyexpr.len);
-	if (i == NULL || !from_add(i, c)) {
+	i = route_add(&s->routes, o->p, o->len, m->u.sub.sub_id, m->u.sub.keyexpr.p,
+	              m->u.sub.keyexpr.len, m->u.sub.hops + 1);
+	if (i == NULL || !route_from_add(i, c)) {
 		if (i != NULL) {
-			interest_free(i);
+			route_remove(&s->routes, i);
 		}
 		return TERN_ENOMEM;
 	}
-	i->hops = m->u.sub.hops + 1;
-	i->next = s->interests;
-	s->interests = i;
 	spread(s, i, true, c);
 	recompute(s);
 	return 0;
@@ -424,15 +334,14 @@ static int
 on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
 	struct interest *i =
-	    interest_find(s, m->u.sub.origin.p, m->u.sub.origin.len, m->u.sub.sub_id);
+	    route_find(&s->routes, m->u.sub.origin.p, m->u.sub.origin.len, m->u.sub.sub_id);
 
-	if (i == NULL || i->local != NULL || !from_remove(i, c)) {
+	if (i == NULL || i->local != NULL || !route_from_remove(i, c)) {
 		return 0;
 	}
 	if (i->nfrom == 0) {
-		interest_unlink(s, i);
 		spread(s, i, false, c);
-		interest_free(i);
+		route_remove(&s->routes, i);
 	}
 	recompute(s);
 	return 0;
@@ -444,7 +353,7 @@ on_ready(void *arg, struct conn *c)
 	struct session *s = arg;
 	struct ctl_msg sync = {.type = CTL_SYNC};
 
-	for (struct interest *i = s->interests; i != NULL; i = i->next) {
+	for (struct interest *i = s->routes.head; i != NULL; i = i->next) {
 		if (i->nfrom == 0 || (i->from[0] != c && carries(s, i->from[0], c))) {
 			send_sub(c, i, true);
 		}
@@ -726,13 +635,7 @@ static const struct outchan_ops src_outchan_ops = {.wake = src_wake, .queued = s
 static bool
 conn_wants(struct session *s, struct conn *c, const struct src *src)
 {
-	for (struct interest *i = s->interests; i != NULL; i = i->next) {
-		if (i->nfrom > 0 && i->from[0] == c &&
-		    tern__keyexpr_match(i->keyexpr, i->ke_len, src->key, src->key_len)) {
-			return true;
-		}
-	}
-	return false;
+	return route_wants(&s->routes, c, src->key, src->key_len);
 }
 
 static void
@@ -1032,17 +935,15 @@ static void
 on_gone(void *arg, struct conn *c)
 {
 	struct session *s = arg;
-	struct interest **pp = &s->interests;
+	struct interest *i = s->routes.head;
 
-	while (*pp != NULL) {
-		struct interest *i = *pp;
-		if (from_remove(i, c) && i->nfrom == 0 && i->local == NULL) {
-			*pp = i->next;
+	while (i != NULL) {
+		struct interest *next = i->next;
+		if (route_from_remove(i, c) && i->nfrom == 0 && i->local == NULL) {
 			spread(s, i, false, c);
-			interest_free(i);
-			continue;
+			route_remove(&s->routes, i);
 		}
-		pp = &i->next;
+		i = next;
 	}
 	for (uint32_t k = 0; k < c->ins_cap; k++) {
 		/* a channel with a backlog stays until it is delivered */
@@ -1665,13 +1566,11 @@ do_sub_open(void *arg)
 		s->held_cap = cap;
 	}
 	k->id = s->next_sub_id++;
-	i = interest_new(s->cfg->id, strlen(s->cfg->id), k->id, k->keyexpr, k->ke_len);
+	i = route_add(&s->routes, s->cfg->id, strlen(s->cfg->id), k->id, k->keyexpr, k->ke_len, 0);
 	if (i == NULL) {
 		return TERN_ENOMEM;
 	}
 	i->local = k;
-	i->next = s->interests;
-	s->interests = i;
 	k->next = s->sinks;
 	s->sinks = k;
 	s->nsinks++;
@@ -1719,7 +1618,7 @@ do_sub_close(void *arg)
 	struct sub_args *a = arg;
 	struct session *s = a->session;
 	struct sink *k = a->sink;
-	struct interest *i = interest_find(s, s->cfg->id, strlen(s->cfg->id), k->id);
+	struct interest *i = route_find(&s->routes, s->cfg->id, strlen(s->cfg->id), k->id);
 
 	for (struct sink **pp = &s->sinks; *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == k) {
@@ -1732,9 +1631,8 @@ do_sub_close(void *arg)
 		s->congested_sink = NULL;
 	}
 	if (i != NULL) {
-		interest_unlink(s, i);
 		spread(s, i, false, NULL);
-		interest_free(i);
+		route_remove(&s->routes, i);
 	}
 	recompute(s);
 	return 0;
@@ -1988,11 +1886,7 @@ session_close(struct session *s)
 		return;
 	}
 	loop_close(s->loop);
-	while (s->interests != NULL) {
-		struct interest *i = s->interests;
-		s->interests = i->next;
-		interest_free(i);
-	}
+	route_free_all(&s->routes);
 	while (s->remote != NULL) {
 		struct src *src = s->remote;
 		s->remote = src->next;

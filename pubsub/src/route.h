@@ -1,0 +1,51 @@
+/*
+ * route.h - the subscriptions a node knows (interests), and which of its
+ * peers a source's messages go to.
+ *
+ * A subscription is known by (origin node, sub id). Each interest keeps
+ * the peers that declared it, in order of arrival; a message matching it
+ * goes only toward the first (from[0]), so the first-heard links form a
+ * tree toward the subscriber.
+ *
+ * Pure: peers and local subscribers are opaque pointers that the caller
+ * owns; no locks, no I/O. The session calls it on the I/O thread.
+ */
+#ifndef TERN_ROUTE_H
+#define TERN_ROUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct interest {
+	char *origin;
+	uint64_t sub_id;
+	char *keyexpr;
+	size_t ke_len;
+	uint64_t hops;
+	void *local; /* this node's subscriber, or NULL */
+	void **from; /* peers that declared it; from[0] is the route toward it */
+	int nfrom, from_cap;
+	struct interest *next;
+};
+
+struct route_table {
+	struct interest *head;
+};
+
+struct interest *route_find(const struct route_table *t, const char *origin, size_t olen,
+                            uint64_t id);
+/* A new interest, linked into t; NULL without memory. */
+struct interest *route_add(struct route_table *t, const char *origin, size_t olen, uint64_t id,
+                           const char *ke, size_t ke_len, uint64_t hops);
+/* Unlink and free. */
+void route_remove(struct route_table *t, struct interest *i);
+/* A peer declared it (again: no change); false without memory. */
+bool route_from_add(struct interest *i, void *peer);
+/* The peer no longer declares it; false if it did not. */
+bool route_from_remove(struct interest *i, void *peer);
+/* Does a subscription routed through peer match key? */
+bool route_wants(const struct route_table *t, const void *peer, const char *key, size_t key_len);
+void route_free_all(struct route_table *t);
+
+#endif
