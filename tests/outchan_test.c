@@ -5,9 +5,6 @@
  * settled; acknowledgements come through outchan_on_credit; a broken
  * connection's frames are handed to a fresh channel (directly, and through
  * park.h).
- *
- * Tests named known_bug_* reproduce defects not fixed yet: they are skipped
- * unless TERN_TEST_KNOWN_BUGS is set in the environment.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -745,7 +742,7 @@ test_resume_keeps_explicit_numbers(void **state)
  * already, takes them again as new messages.
  */
 static void
-known_bug_take_kept_numbers_before_a_jump(void **state)
+test_take_kept_numbers_before_a_jump(void **state)
 {
 	struct fix *x = *state;
 	struct outchan *oc;
@@ -755,9 +752,6 @@ known_bug_take_kept_numbers_before_a_jump(void **state)
 	uint64_t head_seq;
 	bool head_mid;
 
-	if (getenv("TERN_TEST_KNOWN_BUGS") == NULL) {
-		skip();
-	}
 	oc = chan(x, 1, true, 1000, 1 << 20, 4096);
 	fill(m, sizeof(m), 40);
 	for (int i = 0; i < 4; i++) {
@@ -838,7 +832,7 @@ test_park_keep_append_resume(void **state)
  * the peer's frame size).
  */
 static void
-known_bug_park_resume_frame_above_frame_max(void **state)
+test_park_resume_frame_above_frame_max(void **state)
 {
 	struct fix *x = *state;
 	struct outchan *oc;
@@ -846,9 +840,6 @@ known_bug_park_resume_frame_above_frame_max(void **state)
 	uint8_t small[16], big[1000];
 	uint64_t dropped = 0;
 
-	if (getenv("TERN_TEST_KNOWN_BUGS") == NULL) {
-		skip();
-	}
 	oc = chan(x, 1, true, 256, 1 << 20, 4096);
 	fill(small, sizeof(small), 60);
 	fill(big, sizeof(big), 61);
@@ -1126,7 +1117,7 @@ test_stalled_for(void **state)
  * not what held the channel back.
  */
 static void
-known_bug_take_without_room_wants_no_blocked(void **state)
+test_take_without_room_wants_no_blocked(void **state)
 {
 	struct fix *x = *state;
 	struct outchan *oc;
@@ -1134,9 +1125,6 @@ known_bug_take_without_room_wants_no_blocked(void **state)
 	struct iovec iov[2];
 	int niov;
 
-	if (getenv("TERN_TEST_KNOWN_BUGS") == NULL) {
-		skip();
-	}
 	oc = chan(x, 1, false, 1000, 1 << 20, 4096);
 	fill(m, sizeof(m), 91);
 	assert_int_equal(outchan_send(oc, 1, m, sizeof(m), false, NULL), 0);
@@ -1164,15 +1152,15 @@ main(void)
 	    T(test_resume_from_the_middle_of_a_message),
 	    T(test_resume_from_a_message_start),
 	    T(test_resume_keeps_explicit_numbers),
-	    T(known_bug_take_kept_numbers_before_a_jump),
+	    T(test_take_kept_numbers_before_a_jump),
 	    T(test_park_keep_append_resume),
-	    T(known_bug_park_resume_frame_above_frame_max),
+	    T(test_park_resume_frame_above_frame_max),
 	    T(test_forward_cuts_to_frame_max),
 	    T(test_forward_skips_a_message_never_started),
 	    T(test_forward_drop_if_full),
 	    T(test_room_or_grow_forced_within_budget),
 	    T(test_stalled_for),
-	    T(known_bug_take_without_room_wants_no_blocked),
+	    T(test_take_without_room_wants_no_blocked),
 	};
 	return cmocka_run_group_tests_name("outchan", tests, NULL, NULL);
 }

@@ -147,6 +147,18 @@ outchan_room_or_grow(struct outchan *oc, size_t len, bool force)
 	return false;
 }
 
+/* A message numbered seq follows last_seq with a gap: the frame carries
+ * its number (SEQ), and the number before the gap is kept for
+ * outchan_take_kept. */
+static void
+note_jump(struct outchan *oc, uint64_t seq)
+{
+	unsigned k = oc->njumps++ % OUTCHAN_JUMPS;
+
+	oc->jump_to[k] = seq;
+	oc->jump_from[k] = oc->last_seq;
+}
+
 static void
 put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload)
 {
@@ -190,6 +202,9 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 			return refused(oc, may_wait && w != NULL);
 		}
 		f.len = len;
+		if (f.flags & WIRE_FLAG_SEQ) {
+			note_jump(oc, seq);
+		}
 		oc->last_seq = seq;
 		put_frame(oc, &f, data);
 	} else {
@@ -209,6 +224,9 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 					oc->last_seq = seq;
 				}
 				return refused(oc, may_wait && w != NULL);
+			}
+			if (f.flags & WIRE_FLAG_SEQ) {
+				note_jump(oc, seq);
 			}
 			put_frame(oc, &f, data + off);
 			/* the receiver numbers a message by its first chunk */
@@ -263,6 +281,7 @@ outchan_forward(struct outchan *oc, const struct wire_frame *f, uint64_t seq,
 			if (seq != oc->last_seq + 1) {
 				g.flags |= WIRE_FLAG_SEQ;
 				g.seq = seq;
+				note_jump(oc, seq);
 			}
 		}
 		if (last && off + n == f->len) {
@@ -298,10 +317,12 @@ outchan_mark_starved(struct outchan *oc, uint64_t now_ms)
  * than the credit, which counts frames as they are on the wire.
  */
 static size_t
-frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room, int64_t credit)
+frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room, int64_t credit,
+              bool *credit_short)
 {
 	size_t off = 0;
 
+	*credit_short = credit <= 0;
 	if (credit <= 0) {
 		return 0;
 	}
@@ -319,6 +340,7 @@ frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t roo
 		}
 		size_t flen = hlen + (size_t)f.len;
 		if (off + flen > (uint64_t)credit) {
+			*credit_short = true;
 			break;
 		}
 		if (off + flen > limit && !(off == 0 && flen <= room)) {
@@ -338,17 +360,21 @@ outchan_take(struct outchan *oc, size_t already, size_t limit, size_t room, stru
 {
 	size_t used = ring_used(&oc->ring);
 	size_t base = atomic_load_explicit(&oc->sent, memory_order_relaxed) + already;
+	bool short_credit;
 	size_t take;
 
 	*niov = 0;
 	if (used <= base) {
 		return 0;
 	}
-	take = frames_prefix(&oc->ring, base, used - base, limit, room,
-	                     atomic_load_explicit(&oc->credit, memory_order_acquire));
+	take =
+	    frames_prefix(&oc->ring, base, used - base, limit, room,
+	                  atomic_load_explicit(&oc->credit, memory_order_acquire), &short_credit);
 	if (take == 0) {
-		oc->want_blocked = true; /* waiting for credit, not for room */
-		outchan_mark_starved(oc, now_ms);
+		if (short_credit) { /* waiting for credit, not for room in this batch */
+			oc->want_blocked = true;
+			outchan_mark_starved(oc, now_ms);
+		}
 		return 0;
 	}
 	atomic_fetch_sub(&oc->credit, (int64_t)take);
@@ -520,7 +546,17 @@ outchan_take_kept(struct outchan *oc, struct ring *kept, uint64_t *head_seq, boo
 		off += hlen + (size_t)f.len;
 	}
 	if (explicit_seen) {
+		/* the messages before the first numbered one end where its gap
+		 * began */
 		first = first_explicit - starts_before;
+		for (unsigned k = 0; k < OUTCHAN_JUMPS && k < oc->njumps; k++) {
+			if (oc->jump_to[k] == first_explicit) {
+				first = oc->jump_from[k] + 1 - starts_before;
+			}
+		}
+		if (starts_before == 0) {
+			first = first_explicit;
+		}
 	} else if (starts > 0) {
 		first = oc->last_seq - (starts - 1);
 	} else {
@@ -533,19 +569,57 @@ outchan_take_kept(struct outchan *oc, struct ring *kept, uint64_t *head_seq, boo
 	atomic_store(&oc->sent, 0);
 }
 
+/* Queue one kept frame on this channel, cut to its frame size (a kept
+ * data frame may be larger: a publication kept for an absent peer). The
+ * caller holds flush_lock: nothing else produces or flushes meanwhile. */
+static void
+put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
+{
+	uint8_t hdr[WIRE_HDR_MAX];
+	struct wire_frame g = *f;
+	bool first, last;
+	uint64_t off = 0;
+
+	if (f->len <= oc->frame_max) {
+		ring_put(&oc->ring, hdr, wire_header_encode(hdr, f), payload, (size_t)f->len);
+		return;
+	}
+	if (f->type == WIRE_DATA) { /* one message: a first chunk that is also the last */
+		g.type = WIRE_CHUNK;
+		g.flags |= WIRE_FLAG_FIRST | WIRE_FLAG_LAST;
+		g.total = f->len;
+	}
+	first = g.flags & WIRE_FLAG_FIRST;
+	last = g.flags & WIRE_FLAG_LAST;
+	do {
+		struct wire_frame p = g;
+		uint64_t n = g.len - off < oc->frame_max ? g.len - off : oc->frame_max;
+		p.flags &= ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST);
+		if (first && off == 0) {
+			p.flags |= WIRE_FLAG_FIRST | (g.flags & WIRE_FLAG_SEQ);
+		}
+		if (last && off + n == g.len) {
+			p.flags |= WIRE_FLAG_LAST;
+		}
+		p.len = n;
+		ring_put(&oc->ring, hdr, wire_header_encode(hdr, &p), payload + off, (size_t)n);
+		off += n;
+	} while (off < g.len);
+}
+
 int
 outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool head_mid)
 {
-	size_t off = 0, used = ring_used(kept), room = (size_t)oc->frame_max + WIRE_HDR_MAX;
-	uint8_t *frame = malloc(room + WIRE_HDR_MAX);
+	size_t off = 0, used = ring_used(kept), cap = 0, old;
+	uint8_t *payload = NULL;
 	uint64_t seq = head_seq;
 	bool skip = head_mid;
 	int messages = 0;
-	size_t old;
 
 	pthread_mutex_lock(oc->flush_lock);
 	old = oc->ring.cap;
-	if (frame == NULL || ring_grow(&oc->ring, 2 * used) != 0) {
+	/* room for every kept frame, cut into pieces with headers of their own */
+	if (ring_grow(&oc->ring, 2 * used + 4096) != 0) {
 		used = 0;
 	}
 	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
@@ -555,7 +629,7 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
 
 		ring_peek(kept, off, hdr, n);
-		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1 || f.len > room) {
+		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
 			break;
 		}
 		bool starts = f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST);
@@ -578,11 +652,19 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 		if (starts && seq != oc->last_seq + 1) {
 			f.flags |= WIRE_FLAG_SEQ;
 			f.seq = seq;
+			note_jump(oc, seq);
+		}
+		if (f.len > cap) {
+			uint8_t *p = realloc(payload, (size_t)f.len);
+			if (p == NULL) {
+				break;
+			}
+			payload = p;
+			cap = (size_t)f.len;
 		}
 		messages += starts;
-		size_t nh = wire_header_encode(frame, &f);
-		ring_peek(kept, off + hlen, frame + nh, (size_t)f.len);
-		ring_put(&oc->ring, frame, nh + (size_t)f.len, NULL, 0);
+		ring_peek(kept, off + hlen, payload, (size_t)f.len);
+		put_kept(oc, &f, payload);
 		if (starts) {
 			oc->last_seq = seq;
 		}
@@ -592,6 +674,6 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 		off += hlen + (size_t)f.len;
 	}
 	pthread_mutex_unlock(oc->flush_lock);
-	free(frame);
+	free(payload);
 	return messages;
 }

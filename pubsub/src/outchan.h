@@ -73,6 +73,8 @@ struct outchan_params {
 	const char *label; /* the key, for messages; must outlive the channel */
 };
 
+#define OUTCHAN_JUMPS 16
+
 struct outchan {
 	uint32_t id;
 	bool retain; /* reliable: frames are kept until consumed */
@@ -94,7 +96,11 @@ struct outchan {
 	uint64_t acked;           /* I/O thread: bytes the peer reported consumed */
 	uint64_t freed;           /* I/O thread: bytes released from the ring */
 
-	uint64_t last_seq;                 /* producer: the last sequence number queued */
+	uint64_t last_seq; /* producer: the last sequence number queued */
+	/* producer: the latest gaps in the numbers (a message numbered
+	 * jump_to[k] followed jump_from[k]), for outchan_take_kept */
+	uint64_t jump_to[OUTCHAN_JUMPS], jump_from[OUTCHAN_JUMPS];
+	unsigned njumps;
 	bool fwd_open;                     /* producer: a forwarded chunked message is open */
 	_Atomic uint64_t starved_since_ms; /* since when data waits on the peer, or 0 */
 	_Atomic uint64_t last_ack_ms;      /* when the peer last reported progress */
