@@ -735,11 +735,10 @@ test_resume_keeps_explicit_numbers(void **state)
 }
 
 /*
- * Known bug: frames kept before the first explicitly numbered one are
- * numbered backwards from it, as if no number had been skipped, although
- * an explicit number marks exactly a skip. Kept [11, 12, 20 (explicit)]
- * resume as 18, 19, 20: the peer, which may have delivered 11 and 12
- * already, takes them again as new messages.
+ * Frames kept before the first explicitly numbered one keep their numbers:
+ * an explicit number marks a gap, so they are not counted back from it.
+ * Kept [11, 12, 20 (explicit)] resume as 11, 12, 20, not 18, 19, 20 (the
+ * peer, which may have delivered 11 and 12 already, would take them again).
  */
 static void
 test_take_kept_numbers_before_a_jump(void **state)
@@ -824,12 +823,10 @@ test_park_keep_append_resume(void **state)
 }
 
 /*
- * Known bug: park_append keeps a publication of up to 64 KiB as one data
- * frame, whatever the peer's frame size (chunk_bytes may be as low as
- * 256). outchan_resume stops at the first kept frame above this channel's
- * frame_max + WIRE_HDR_MAX: it and everything after it are lost without
- * being counted (and one between frame_max and that would go out above
- * the peer's frame size).
+ * park_append keeps a publication of up to 64 KiB as one data frame,
+ * whatever the peer's frame size (chunk_bytes may be as low as 256): on
+ * resume it is cut into chunks of this channel's frame size, and nothing
+ * after it is lost.
  */
 static void
 test_park_resume_frame_above_frame_max(void **state)
@@ -1110,11 +1107,9 @@ test_stalled_for(void **state)
 }
 
 /*
- * Known bug (minor): outchan_take asks for a BLOCKED report whenever it
- * takes nothing, also when the credit would allow the frame and only the
- * batch's room is short; outchan.h says the report is wanted only "if
- * credit was the reason". The receiver then may grow a window that was
- * not what held the channel back.
+ * A batch without room for the next frame is no reason for a BLOCKED
+ * report while credit would allow it: the receiver would grow a window that
+ * was not what held the channel back.
  */
 static void
 test_take_without_room_wants_no_blocked(void **state)
