@@ -251,7 +251,7 @@ settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written, ui
 			c->out_len += end - written;
 		} else {
 			atomic_store(&c->dead, 1);
-			snprintf(c->reason, sizeof(c->reason), "out of memory");
+			snprintf(c->write_error, sizeof(c->write_error), "out of memory");
 		}
 	}
 	outchan_settle(oc, taken, end, written > 0, now);
@@ -369,7 +369,7 @@ flush_locked(struct conn *c)
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				choke(c);
 			} else {
-				snprintf(c->reason, sizeof(c->reason), "write: %s",
+				snprintf(c->write_error, sizeof(c->write_error), "write: %s",
 				         strerror(errno));
 				atomic_store(&c->dead, 1);
 			}
@@ -1084,9 +1084,16 @@ conn_on_event(struct conn *c, uint32_t events)
 void
 conn_reap_failed_write(struct conn *c)
 {
-	if (atomic_load(&c->dead) && conn_state(c) != CONN_DEAD) {
-		conn_fail(c, c->reason[0] ? c->reason : "write failed");
+	char why[sizeof(c->write_error)];
+
+	if (!atomic_load(&c->dead) || conn_state(c) == CONN_DEAD) {
+		return;
 	}
+	/* a publishing thread's write may have failed: its words are under wlock */
+	pthread_mutex_lock(&c->wlock);
+	snprintf(why, sizeof(why), "%s", c->write_error[0] ? c->write_error : "write failed");
+	pthread_mutex_unlock(&c->wlock);
+	conn_fail(c, why);
 }
 
 /* A peer that takes nothing for slow_consumer_ms is dropped. */

@@ -68,7 +68,8 @@ struct conn {
 	bool outbound;
 	char endpoint[ENDPOINT_MAX];
 	char peer_id[CTL_ID_MAX + 1];
-	char reason[256]; /* why it closed */
+	char reason[256];      /* I/O thread: why it closed */
+	char write_error[160]; /* under wlock: why a write failed (then `dead` is set) */
 	bool low_latency;
 	bool peer_synced;
 	bool peer_router;   /* the peer runs in router mode */
