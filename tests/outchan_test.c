@@ -1106,30 +1106,6 @@ test_stalled_for(void **state)
 	outchan_free(oc);
 }
 
-/*
- * A batch without room for the next frame is no reason for a BLOCKED
- * report while credit would allow it: the receiver would grow a window that
- * was not what held the channel back.
- */
-static void
-test_take_without_room_wants_no_blocked(void **state)
-{
-	struct fix *x = *state;
-	struct outchan *oc;
-	uint8_t m[100];
-	struct iovec iov[2];
-	int niov;
-
-	oc = chan(x, 1, false, 1000, 1 << 20, 4096);
-	fill(m, sizeof(m), 91);
-	assert_int_equal(outchan_send(oc, 1, m, sizeof(m), false, NULL), 0);
-	assert_int_equal(outchan_take(oc, 0, 50, 50, iov, &niov, NOW), 0);
-	bool wanted = oc->want_blocked;
-	write_all(oc, &x->w, 1 << 20);
-	outchan_free(oc);
-	assert_false(wanted);
-}
-
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int
@@ -1155,7 +1131,6 @@ main(void)
 	    T(test_forward_drop_if_full),
 	    T(test_room_or_grow_forced_within_budget),
 	    T(test_stalled_for),
-	    T(test_take_without_room_wants_no_blocked),
 	};
 	return cmocka_run_group_tests_name("outchan", tests, NULL, NULL);
 }

@@ -166,7 +166,7 @@ bool outchan_forward_room(struct outchan *oc, const struct wire_frame *f);
  * least one frame if it fits in `room`) and within the credit, as iovecs
  * (at most 2). The credit is taken; outchan_settle gives back what the
  * socket did not take. Returns the bytes taken (0: none; then a BLOCKED
- * report is wanted if credit was the reason).
+ * report is wanted: credit, or this batch's room, was short).
  */
 size_t outchan_take(struct outchan *oc, size_t already, size_t limit, size_t room,
                     struct iovec iov[2], int *niov, uint64_t now_ms);
