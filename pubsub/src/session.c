@@ -59,7 +59,6 @@ struct src {
 	struct sink **subs;
 	int nsubs, subs_cap;
 	struct parked *parked;
-	unsigned gen; /* bumped at every change of the route */
 	/* remote: the highest sequence delivered (duplicates dropped) */
 	uint64_t last_seq;
 	bool seen;
@@ -69,10 +68,15 @@ struct src {
 	pthread_mutex_t wait_lock;  /* waiting for room (a leaf) */
 	pthread_cond_t wait_cond;
 	atomic_int waiters;
-	bool inside;      /* under route_lock: a publisher sends from its copy */
-	bool update_due;  /* I/O thread: a change waits for the publisher */
-	uint64_t seq;     /* under send_lock */
-	struct out *copy; /* under send_lock: the route as last copied */
+	/* A publisher sends from its copy of the route (see begin): set before it
+	 * looks at gen, cleared when it is done. The I/O thread bumps gen before
+	 * it looks at inside, so one of the two sees the other. */
+	atomic_bool inside;
+	atomic_bool update_due; /* a change waits for the publisher */
+	atomic_uint gen;        /* bumped at every change of the route */
+	atomic_bool has_parked; /* parked != NULL */
+	uint64_t seq;           /* under send_lock */
+	struct out *copy;       /* under send_lock: the route as last copied */
 	int ncopy, copy_cap;
 	struct sink **copy_subs;
 	int ncopy_subs, copy_subs_cap;
@@ -754,7 +758,8 @@ static void
 src_update(struct session *s, struct src *src)
 {
 	route_lock(src);
-	src->update_due = false;
+	atomic_fetch_add(&src->gen, 1); /* first: a publisher that misses it is seen inside */
+	atomic_store(&src->update_due, false);
 	for (int k = 0; k < src->nouts;) {
 		struct out *o = &src->outs[k];
 		if (conn_state(o->conn) == CONN_READY && conn_wants(s, o->conn, src)) {
@@ -762,8 +767,9 @@ src_update(struct session *s, struct src *src)
 			continue;
 		}
 		atomic_store(&o->oc->detached, true);
-		if (src->inside) {
-			src->update_due = s->updates_due = true;
+		if (atomic_load(&src->inside)) {
+			atomic_store(&src->update_due, true);
+			s->updates_due = true;
 			k++;
 			continue;
 		}
@@ -782,7 +788,7 @@ src_update(struct session *s, struct src *src)
 			push_ptr((void ***)&src->subs, &src->nsubs, &src->subs_cap, k);
 		}
 	}
-	src->gen++;
+	atomic_store(&src->has_parked, src->parked != NULL);
 	route_unlock(src);
 	src_wake(src); /* a publisher waiting on a detached channel gives up on it */
 }
@@ -809,7 +815,7 @@ run_due_updates(struct session *s)
 	}
 	s->updates_due = false;
 	for (struct src *src = s->pubs; src != NULL; src = src->next) {
-		if (src->update_due) {
+		if (atomic_load(&src->update_due)) {
 			src_update(s, src);
 			any = true;
 		}
@@ -971,6 +977,7 @@ expire_parked(struct session *s, struct src *src, uint64_t now)
 		}
 		park_free(p);
 	}
+	atomic_store(&src->has_parked, src->parked != NULL);
 	route_unlock(src);
 }
 
@@ -1010,7 +1017,7 @@ static const struct loop_ops session_loop_ops = {
 static int
 take_copy(struct src *src)
 {
-	if (!src->copied || src->copy_gen != src->gen) {
+	if (!src->copied || src->copy_gen != atomic_load(&src->gen)) {
 		if (src->copy_cap < src->nouts || src->copy_subs_cap < src->nsubs) {
 			int cap = src->nouts > src->nsubs ? src->nouts : src->nsubs;
 			struct out *o = realloc(src->copy, (size_t)cap * sizeof(*o));
@@ -1033,21 +1040,18 @@ take_copy(struct src *src)
 		}
 		src->ncopy = src->nouts;
 		src->ncopy_subs = src->nsubs;
-		src->copy_gen = src->gen;
+		src->copy_gen = atomic_load(&src->gen);
 		src->copied = true;
 	}
-	src->inside = true;
+	atomic_store(&src->inside, true);
 	return 0;
 }
 
 static void
 leave_copy(struct src *src)
 {
-	pthread_mutex_lock(&src->route_lock);
-	src->inside = false;
-	bool due = src->update_due;
-	pthread_mutex_unlock(&src->route_lock);
-	if (due) {
+	atomic_store(&src->inside, false);
+	if (atomic_load(&src->update_due)) {
 		loop_wake(src->session->loop);
 	}
 }
@@ -1187,11 +1191,43 @@ peer_away_full(struct src *src, size_t len)
  * peers, and the route copied: a channel the I/O thread puts aside in
  * between would otherwise miss it.
  */
+/* The copy is current, nothing is kept for absent peers and no channel
+ * waits for its peer to come back: the common case needs no lock. */
+static bool
+copy_current(struct src *src)
+{
+	atomic_store(&src->inside, true);
+	if (!src->copied || src->copy_gen != atomic_load(&src->gen) ||
+	    atomic_load(&src->has_parked) || atomic_load(&src->update_due)) {
+		return false;
+	}
+	for (int k = 0; k < src->ncopy; k++) {
+		if (atomic_load_explicit(&src->copy[k].oc->broken, memory_order_relaxed) ==
+		    OUTCHAN_LOST) {
+			return false;
+		}
+	}
+	return true;
+}
+
 static int
 begin(struct src *src, const uint8_t *data, size_t len, bool io, uint64_t *deadline, uint64_t *seq)
 {
 	int rc;
 
+	if (copy_current(src)) {
+		*seq = ++src->seq;
+		return 0;
+	}
+	/* waiting below must not keep the I/O thread from putting channels aside;
+	 * one that waits for this publisher to let go gets its turn first, or a
+	 * publisher that never pauses would hold the change off for ever */
+	atomic_store(&src->inside, false);
+	for (int i = 0; !io && atomic_load(&src->update_due) && i < 2000; i++) {
+		struct timespec ts = {0, 50000};
+		loop_wake(src->session->loop);
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&src->route_lock);
 	while (src->reliability == TERN_RELIABLE && !io && peer_away_full(src, len) &&
 	       clock_ms() < deadline_of(src, deadline)) {
@@ -1647,7 +1683,7 @@ sink_in_use(void *arg)
 
 	for (struct src *src = a->session->pubs; src != NULL && !used; src = src->next) {
 		pthread_mutex_lock(&src->route_lock);
-		for (int k = 0; src->inside && k < src->ncopy_subs; k++) {
+		for (int k = 0; atomic_load(&src->inside) && k < src->ncopy_subs; k++) {
 			used |= src->copy_subs[k] == a->sink;
 		}
 		pthread_mutex_unlock(&src->route_lock);
