@@ -11,6 +11,7 @@
 #define TERN_CLOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 uint64_t clock_ns(void);
 uint64_t clock_us(void);
@@ -22,5 +23,8 @@ clock_since(uint64_t now, uint64_t then)
 {
 	return now > then ? now - then : 0;
 }
+
+/* The CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
+struct timespec clock_deadline_in(uint64_t ms);
 
 #endif

@@ -872,18 +872,9 @@ loop_connect(struct loop *l, const char *endpoint)
 int
 loop_wait_peers(struct loop *l, int n, int timeout_ms)
 {
-	struct timespec ts;
+	struct timespec ts = clock_deadline_in(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
 	int rc = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (timeout_ms >= 0) {
-		ts.tv_sec += timeout_ms / 1000;
-		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-	}
 	pthread_mutex_lock(&l->lock);
 	while (l->ready_peers < n && rc == 0) {
 		if (timeout_ms < 0) {

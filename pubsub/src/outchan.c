@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "frames.h"
 #include "outchan.h"
 
 /* No progress from the peer for this long: queue for it instead of
@@ -517,22 +518,15 @@ outchan_stalled_for(struct outchan *oc, uint64_t now_ms, uint64_t ms)
 void
 outchan_take_kept(struct outchan *oc, struct ring *kept, uint64_t *head_seq, bool *head_mid)
 {
-	size_t used = ring_used(&oc->ring), off = 0;
 	uint64_t starts = 0, first_explicit = 0, starts_before = 0, first;
 	bool explicit_seen = false;
+	struct wire_frame f;
+	size_t off = 0, hlen;
 
 	*head_mid = false;
-	while (off < used) {
-		uint8_t hdr[WIRE_HDR_MAX];
-		struct wire_frame f;
-		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
-
-		ring_peek(&oc->ring, off, hdr, n);
-		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
-			break;
-		}
-		bool starts_msg = f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST);
-		if (off == 0) {
+	while (frames_next(&oc->ring, &off, &f, &hlen)) {
+		bool starts_msg = frames_starts_message(&f);
+		if (off == hlen + (size_t)f.len) { /* the first frame */
 			*head_mid = !starts_msg;
 		}
 		if (starts_msg && (f.flags & WIRE_FLAG_SEQ) && !explicit_seen) {
@@ -541,7 +535,6 @@ outchan_take_kept(struct outchan *oc, struct ring *kept, uint64_t *head_seq, boo
 			starts_before = starts;
 		}
 		starts += starts_msg;
-		off += hlen + (size_t)f.len;
 	}
 	if (explicit_seen) {
 		/* the messages before the first numbered one end where its gap
@@ -608,7 +601,8 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 int
 outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool head_mid)
 {
-	size_t off = 0, used = ring_used(kept), cap = 0, old;
+	size_t off = 0, used = ring_used(kept), cap = 0, old, hlen;
+	struct wire_frame f;
 	uint8_t *payload = NULL;
 	uint64_t seq = head_seq;
 	bool skip = head_mid;
@@ -621,16 +615,8 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 		used = 0;
 	}
 	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
-	while (off < used) {
-		uint8_t hdr[WIRE_HDR_MAX];
-		struct wire_frame f;
-		size_t hlen, n = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
-
-		ring_peek(kept, off, hdr, n);
-		if (wire_header_decode(hdr, n, UINT64_MAX, &f, &hlen) != 1) {
-			break;
-		}
-		bool starts = f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST);
+	for (size_t at = 0; used > 0 && frames_next(kept, &off, &f, &hlen); at = off) {
+		bool starts = frames_starts_message(&f);
 		if (skip && !starts) {
 			/* the rest of a message whose start the peer consumed before the
 			 * break: it cannot be completed, and shows as missed */
@@ -638,7 +624,6 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 				seq++;
 				skip = false;
 			}
-			off += hlen + (size_t)f.len;
 			continue;
 		}
 		skip = false;
@@ -661,7 +646,7 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 			cap = (size_t)f.len;
 		}
 		messages += starts;
-		ring_peek(kept, off + hlen, payload, (size_t)f.len);
+		ring_peek(kept, at + hlen, payload, (size_t)f.len);
 		put_kept(oc, &f, payload);
 		if (starts) {
 			oc->last_seq = seq;
@@ -669,7 +654,6 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 		if (f.type == WIRE_DATA || (f.flags & WIRE_FLAG_LAST)) {
 			seq++;
 		}
-		off += hlen + (size_t)f.len;
 	}
 	pthread_mutex_unlock(oc->flush_lock);
 	free(payload);

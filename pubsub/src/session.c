@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "frames.h"
 #include "keyexpr.h"
 #include "park.h"
 #include "route.h"
@@ -19,7 +20,7 @@
 
 #define MAX_HOPS        32
 #define SUB_RING        (1u << 20)
-#define WAIT_RECHECK_NS 20000000 /* a publisher waiting for room looks again this often */
+#define WAIT_RECHECK_MS 20 /* a publisher waiting for room looks again this often */
 #define DYING_MAX       4
 
 /* A local subscriber. The I/O thread owns the list; `closing` and the
@@ -658,29 +659,6 @@ route_unlock(struct src *s)
 	}
 }
 
-/* Messages in a ring of frames (what a dropped channel or an expired
- * queue takes with it). */
-static uint64_t
-ring_messages(struct ring *r)
-{
-	size_t used = ring_used(r), off = 0;
-	uint64_t n = 0;
-
-	while (off < used) {
-		uint8_t hdr[WIRE_HDR_MAX];
-		struct wire_frame f;
-		size_t hlen, len = used - off < sizeof(hdr) ? used - off : sizeof(hdr);
-
-		ring_peek(r, off, hdr, len);
-		if (wire_header_decode(hdr, len, UINT64_MAX, &f, &hlen) != 1) {
-			break;
-		}
-		n += f.type == WIRE_DATA || (f.flags & WIRE_FLAG_FIRST);
-		off += hlen + (size_t)f.len;
-	}
-	return n;
-}
-
 /* A channel leaves the route: a broken connection (not a goodbye, not a
  * slow consumer we dropped) is expected back, so what it had not consumed
  * is kept; what a dropped peer had not consumed is lost, and counted. */
@@ -699,7 +677,7 @@ out_close(struct session *s, struct src *src, struct out *o)
 			         src->key, c->peer_id);
 		}
 	} else if (broken && o->oc->retain && src->local && atomic_load(&c->kill)) {
-		COUNT(src->undelivered, ring_messages(&o->oc->ring));
+		COUNT(src->undelivered, frames_messages(&o->oc->ring));
 	}
 	if (s->congested_out == o->oc) {
 		s->congested_out = NULL;
@@ -968,7 +946,7 @@ expire_parked(struct session *s, struct src *src, uint64_t now)
 
 	route_lock(src);
 	while ((p = park_expired(&src->parked, now)) != NULL) {
-		uint64_t lost = ring_messages(&p->ring) + p->dropped;
+		uint64_t lost = frames_messages(&p->ring) + p->dropped;
 		if (src->local) {
 			COUNT(src->undelivered, lost);
 			log_line(s->log, TERN_LOG_WARN,
@@ -1095,12 +1073,8 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 		    clock_ms() >= deadline_of(src, w->deadline)) {
 			break;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += WAIT_RECHECK_NS; /* a stalled peer is queued for after a while */
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		/* a stalled peer is queued for after a while: look again */
+		ts = clock_deadline_in(WAIT_RECHECK_MS);
 		pthread_mutex_lock(&src->wait_lock);
 		if (!outchan_has_room(oc, len)) {
 			pthread_cond_timedwait(&src->wait_cond, &src->wait_lock, &ts);
@@ -1523,11 +1497,11 @@ do_pub_close(void *arg)
 	for (int k = 0; k < src->nouts; k++) {
 		struct outchan *oc = src->outs[k].oc;
 		if (oc->retain && atomic_load(&oc->broken) != OUTCHAN_DROPPED) {
-			COUNT(src->undelivered, ring_messages(&oc->ring));
+			COUNT(src->undelivered, frames_messages(&oc->ring));
 		}
 	}
 	for (struct parked *p = src->parked; p != NULL; p = p->next) {
-		COUNT(src->undelivered, ring_messages(&p->ring) + p->dropped);
+		COUNT(src->undelivered, frames_messages(&p->ring) + p->dropped);
 	}
 	src_clear(src);
 	pthread_mutex_unlock(&src->route_lock);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "subq.h"
 
 struct entry_hdr {
@@ -213,15 +214,7 @@ wait_entry(struct subq *q, int timeout_ms)
 	if (timeout_ms == 0) {
 		return TERN_ETIMEDOUT;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (timeout_ms > 0) {
-		ts.tv_sec += timeout_ms / 1000;
-		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-	}
+	ts = clock_deadline_in(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
 	pthread_mutex_lock(&q->lock);
 	atomic_store(&q->waiting, 1);
 	while (ring_readable(&q->ring) == 0) {
