@@ -485,6 +485,17 @@ conn_free(struct conn *c)
 	free(c);
 }
 
+void
+conn_data_pending(struct conn *c)
+{
+	if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
+		if (c->env->cfg->batch_max_delay_us > 0) {
+			atomic_store(&c->pending_since_ns, clock_ns());
+		}
+		atomic_store(&c->pending, 1);
+	}
+}
+
 bool
 conn_busy(const struct conn *c)
 {
@@ -897,7 +908,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		/* a channel we closed meanwhile has nothing to settle */
 		if (oc != NULL &&
 		    outchan_on_credit(oc, m.u.credit.bytes, m.u.credit.consumed, clock_ms())) {
-			atomic_store(&c->pending, 1); /* frames were waiting for this credit */
+			conn_data_pending(c); /* frames were waiting for this credit */
 		}
 		return 0;
 	}

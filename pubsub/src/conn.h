@@ -140,6 +140,9 @@ uint64_t conn_tail_mark(struct conn *c);
 bool conn_flush(struct conn *c);
 /* The same unless another thread is writing (then that one writes it). */
 bool conn_try_flush(struct conn *c);
+/* Data frames wait to be written: with batching.max_delay_us, the hold
+ * starts now unless data was already waiting. */
+void conn_data_pending(struct conn *c);
 void conn_send_ctl(struct conn *c, const struct ctl_msg *m);
 
 static inline int

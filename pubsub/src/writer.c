@@ -44,17 +44,6 @@ writer_before_put(struct loop *l, struct conn *c, struct outchan *oc, size_t len
 }
 
 static void
-mark_pending(struct conn *c)
-{
-	if (!atomic_load_explicit(&c->pending, memory_order_relaxed)) {
-		if (c->env->cfg->batch_max_delay_us > 0) {
-			atomic_store(&c->pending_since_ns, clock_ns());
-		}
-		atomic_store(&c->pending, 1);
-	}
-}
-
-static void
 after_put_low_latency(struct loop *l, struct conn *c, struct outchan *oc)
 {
 	/* Written at once: by the I/O thread if it is polling (it takes it
@@ -82,7 +71,7 @@ writer_after_put(struct loop *l, struct conn *c, struct outchan *oc)
 		after_put_low_latency(l, c, oc);
 		return;
 	}
-	mark_pending(c);
+	conn_data_pending(c);
 	if (loop_on_thread(l)) {
 		return;
 	}
