@@ -428,6 +428,50 @@ test_control_too_long_strings(void **state)
 	assert_int_equal(ctl_encode(&m, buf, 10), TERN_EINVAL);
 }
 
+/* Every string a peer sends is kept or printed as a C string: one with a
+ * NUL byte inside is refused, naming the field (a publisher "a\0b" was kept
+ * as "a" with length 3, then compared and re-sent past its end). */
+static void
+test_control_nul_strings(void **state)
+{
+	static const char nul[] = {'a', '\0', 'b'};
+	struct ctl_msg m[11], d;
+	const struct {
+		struct ctl_msg *msg;
+		struct ctl_str *field;
+		const char *name;
+	} strs[] = {
+	    {&m[0], &m[0].u.hello.id, "HELLO id"},
+	    {&m[2], &m[2].u.sub.origin, "SUB origin"},
+	    {&m[2], &m[2].u.sub.keyexpr, "SUB keyexpr"},
+	    {&m[3], &m[3].u.sub.origin, "UNSUB origin"},
+	    {&m[4], &m[4].u.open.publisher, "OPEN publisher"},
+	    {&m[4], &m[4].u.open.key, "OPEN key"},
+	    {&m[10], &m[10].u.reason, "GOODBYE reason"},
+	};
+	uint8_t buf[CTL_MSG_MAX];
+	char why[160];
+	int n, len;
+	(void)state;
+
+	sample_messages(m, &n);
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		struct ctl_str keep = *strs[i].field;
+
+		*strs[i].field = (struct ctl_str){nul, sizeof(nul)};
+		len = ctl_encode(strs[i].msg, buf, sizeof(buf));
+		assert_true(len > 0);
+		assert_int_equal(ctl_decode_explain(buf, (size_t)len, &d, why, sizeof(why)),
+		                 TERN_EPROTO);
+		if (strstr(why, strs[i].name) == NULL || strstr(why, "NUL") == NULL) {
+			fail_msg("'%s' does not name '%s' and the NUL byte", why, strs[i].name);
+		}
+		*strs[i].field = keep;
+		len = ctl_encode(strs[i].msg, buf, sizeof(buf));
+		assert_int_equal(ctl_decode(buf, (size_t)len, &d), 0);
+	}
+}
+
 /* One field beyond its bound: refused, and the reason names the field. */
 static void
 check_bound(struct ctl_msg *m, uint64_t *field, uint64_t v, bool ok, const char *name)
@@ -527,6 +571,7 @@ main(void)
 	    cmocka_unit_test(test_control_corrupted),
 	    cmocka_unit_test(test_control_schema),
 	    cmocka_unit_test(test_control_too_long_strings),
+	    cmocka_unit_test(test_control_nul_strings),
 	    cmocka_unit_test(test_header_bounds),
 	    cmocka_unit_test(test_control_bounds),
 	};

@@ -151,6 +151,21 @@ bound(struct dec *d, int type, const char *field, uint64_t v, uint64_t lo, uint6
 	}
 }
 
+/* Strings name things (ids, keys, key expressions, reasons) and are kept
+ * and printed as C strings: one holding a NUL byte would be cut short
+ * there while its length says otherwise, so it is refused. */
+static void
+text(struct dec *d, int type, const char *field, struct ctl_str s)
+{
+	if (d->bad || s.len == 0 || memchr(s.p, '\0', s.len) == NULL) {
+		return;
+	}
+	d->bad = true;
+	if (d->why != NULL) {
+		snprintf(d->why, d->why_len, "%s %s holds a NUL byte", names[type], field);
+	}
+}
+
 static mpack_token_t
 next(struct dec *d)
 {
@@ -227,6 +242,7 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.hello.window = get_uint(d);
 		m->u.hello.keepalive_ms = get_uint(d);
 		bound(d, t, "id length", m->u.hello.id.len, 1, CTL_ID_MAX);
+		text(d, t, "id", m->u.hello.id);
 		bound(d, t, "mode", m->u.hello.mode, 0, 1);
 		bound(d, t, "batch_max", m->u.hello.batch_max, CTL_BATCH_MIN, CTL_BATCH_MAX);
 		bound(d, t, "chunk", m->u.hello.chunk, CTL_CHUNK_MIN, CTL_CHUNK_MAX);
@@ -243,6 +259,8 @@ decode_body(struct dec *d, struct ctl_msg *m)
 			m->u.sub.hops = get_uint(d);
 			m->u.sub.keyexpr = get_str(d, CTL_TEXT_MAX);
 		}
+		text(d, t, "origin", m->u.sub.origin);
+		text(d, t, "keyexpr", m->u.sub.keyexpr);
 		break;
 	case CTL_OPEN:
 		m->u.open.channel = get_uint(d);
@@ -252,6 +270,8 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.open.instance = get_uint(d);
 		bound(d, t, "channel", m->u.open.channel, 1, CTL_CHANNEL_MAX);
 		bound(d, t, "reliability", m->u.open.reliability, 0, 1);
+		text(d, t, "publisher", m->u.open.publisher);
+		text(d, t, "key", m->u.open.key);
 		break;
 	case CTL_CLOSE:
 		m->u.credit.channel = get_uint(d);
@@ -274,6 +294,7 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		break;
 	case CTL_GOODBYE:
 		m->u.reason = get_str(d, CTL_TEXT_MAX);
+		text(d, t, "reason", m->u.reason);
 		break;
 	default:
 		break;
