@@ -9,6 +9,13 @@
 # property stops that harness; its input is saved as BUILD_DIR/crashes/NAME-*
 # and the script exits 1 after running the others. To keep such an input:
 # copy it into tests/fuzz/corpus/NAME/ once the bug is fixed.
+#
+# TERN_FUZZ_SEED=N gives libFuzzer a fixed seed, so that a run from the same
+# corpus tries the same inputs in the same order, as far as its time allows
+# (fuzz_conn's node runs threads, so its coverage, and from there its path,
+# can still differ a little). The test command sets it, so that it checks
+# the code, not the luck of the draw. Unset, every run takes a new seed and
+# explores further: that is how to look for new bugs.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -55,11 +62,12 @@ failed=0
 for h in "${harnesses[@]}"; do
   mkdir -p "$build/corpus/$h" "$build/crashes"
   log="$build/fuzz_$h.log"
-  dict=()
-  [ -f "$here/$h.dict" ] && dict=("-dict=$here/$h.dict")
+  opts=()
+  [ -f "$here/$h.dict" ] && opts=("-dict=$here/$h.dict")
+  [ -n "${TERN_FUZZ_SEED:-}" ] && opts+=("-seed=$TERN_FUZZ_SEED")
   set +e
   # The first directory receives new inputs; the seeds are only read.
-  "$build/fuzz_$h" "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "$build/fuzz_$h" "${opts[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=16384 -print_final_stats=1 -artifact_prefix="$build/crashes/$h-" \
     "$build/corpus/$h" "$here/corpus/$h" >"$log" 2>&1
   rc=$?
