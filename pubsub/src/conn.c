@@ -1131,6 +1131,27 @@ drop_slow(struct conn *c, uint64_t now)
 	return false;
 }
 
+uint64_t
+conn_next_timer(const struct conn *c)
+{
+	const tern_config *cfg = c->env->cfg;
+	uint64_t keepalive =
+	    cfg->keepalive_ms > c->peer_keepalive_ms ? cfg->keepalive_ms : c->peer_keepalive_ms;
+	uint64_t ping = c->last_ping_ms + cfg->keepalive_ms;
+	uint64_t silent = c->last_rx_ms + 3 * keepalive + 1;
+
+	if (conn_state(c) != CONN_READY || atomic_load(&c->dead) || atomic_load(&c->pending) ||
+	    c->nstalled > 0) {
+		return 0;
+	}
+	for (int i = 0; i < c->nout; i++) {
+		if (ring_used(&c->outv[i]->ring) > 0) {
+			return 0; /* a waiting publisher needs the slow-consumer check */
+		}
+	}
+	return ping < silent ? ping : silent;
+}
+
 void
 conn_timers(struct conn *c, uint64_t now)
 {

@@ -121,6 +121,10 @@ void conn_on_event(struct conn *c, uint32_t events);
 void conn_fail(struct conn *c, const char *why);
 void conn_free(struct conn *c);
 void conn_timers(struct conn *c, uint64_t now_ms);
+/* When conn_timers next has work to do (clock_ms), or 0 while anything is
+ * under way on the connection: a handshake, data in a ring (unsent or
+ * unacknowledged), a backlog, a failed write. */
+uint64_t conn_next_timer(const struct conn *c);
 /* Close a connection whose write failed on any thread. */
 void conn_reap_failed_write(struct conn *c);
 /* Offer the backlogs again; true if any emptied. */

@@ -19,7 +19,23 @@
 #include "error.h"
 #include "loop.h"
 
-#define SPIN_NS 50000 /* keep polling this long after the last activity */
+/*
+ * After activity the thread keeps polling for up to SPIN_NS: work that comes
+ * back within that time is taken without a wake-up. That pays on a busy
+ * connection (the next batch, a reply) and only burns a core when work
+ * comes at longer intervals (a slow link paces data out every few hundred
+ * microseconds). So the thread keeps a score: work that returns within
+ * SPIN_NS of the thread going idle adds SPIN_HIT, work that returns later
+ * takes one away, and the thread spins only while the score is above zero:
+ * spinning stops once fewer than about one return in SPIN_HIT + 1 would
+ * have been caught by it, and comes back with the first that would. A
+ * low-latency publisher that wrote a message itself, because the thread
+ * was not polling, fills the score at once: a polling thread would have
+ * taken the message off its hands.
+ */
+#define SPIN_NS    50000
+#define SPIN_HIT   4
+#define SPIN_SCORE 16
 /*
  * Batched mode: while a publisher is still adding to a partial batch, let
  * it fill (the publisher writes it itself once full) rather than taking a
@@ -36,6 +52,9 @@
  */
 #define LINGER_US 100
 #define TICK_NS   10000000ull
+/* A quiet node (no data in flight, nothing kept, no handshake or dial due)
+ * sleeps until its next keepalive, at most this long, instead of ticking. */
+#define QUIET_MAX_MS 1000
 
 /* What epoll reports: every registered descriptor's data points at one. */
 enum ev_kind { EV_WAKE = 1, EV_LISTENER, EV_CONN };
@@ -90,6 +109,7 @@ struct loop {
 	bool started;
 	atomic_int sleeping;
 	atomic_bool spinning; /* polling without sleeping: queued data is seen at once */
+	atomic_bool missed;   /* a publisher wrote itself: polling would have paid */
 	atomic_bool stop;
 
 	pthread_mutex_t lock; /* calls, ready_peers */
@@ -101,7 +121,8 @@ struct loop {
 	struct peer *peers;
 	struct listener *listeners;
 	struct dialer *dialers;
-	bool closing; /* goodbye said: no more dialing */
+	bool closing;      /* goodbye said: no more dialing */
+	bool ticks_wanted; /* the session has timed work: keep ticking */
 	uint64_t last_trim_ms;
 	uint64_t delay_until_ns; /* a batch held for max_delay_us is due then (0: none) */
 	uint64_t batches, batch_bytes, batch_largest; /* of closed connections */
@@ -137,6 +158,14 @@ bool
 loop_polling(const struct loop *l)
 {
 	return atomic_load(&l->spinning);
+}
+
+void
+loop_note_missed(struct loop *l)
+{
+	if (!atomic_load_explicit(&l->missed, memory_order_relaxed)) {
+		atomic_store_explicit(&l->missed, true, memory_order_relaxed);
+	}
 }
 
 bool
@@ -428,7 +457,7 @@ run_timers(struct loop *l)
 	for (struct peer *p = l->peers; p != NULL; p = p->next) {
 		conn_timers(p->conn, clock_ms());
 	}
-	l->ops->tick(l->arg, now);
+	l->ticks_wanted = l->ops->tick(l->arg, now);
 }
 
 static void
@@ -609,7 +638,32 @@ spin_slot_give(struct loop *l, bool *have)
 	}
 }
 
-/* Sleep until an event, a wake-up or the next timer tick. */
+/* How long a sleep may last: a tick while anything is under way, else until
+ * the next keepalive or dial, so an idle node does not wake 100 times a
+ * second for nothing. */
+static int64_t
+sleep_us(struct loop *l)
+{
+	uint64_t now = clock_ms(), next = now + QUIET_MAX_MS, tick_ms = TICK_NS / 1000000;
+
+	if (l->ticks_wanted) {
+		return (int64_t)tick_ms * 1000;
+	}
+	for (struct dialer *d = l->dialers; d != NULL; d = d->next) {
+		if (d->peer == NULL && !l->closing && d->next_at_ms < next) {
+			next = d->next_at_ms;
+		}
+	}
+	for (struct peer *p = l->peers; p != NULL && next > now + tick_ms; p = p->next) {
+		uint64_t t = conn_next_timer(p->conn);
+		if (t < next) {
+			next = t;
+		}
+	}
+	return (int64_t)(next > now + tick_ms ? next - now : tick_ms) * 1000;
+}
+
+/* Sleep until an event, a wake-up or the next timer. */
 static void
 io_sleep(struct loop *l)
 {
@@ -620,7 +674,7 @@ io_sleep(struct loop *l)
 	bool calls = l->calls != NULL;
 	pthread_mutex_unlock(&l->lock);
 	if (!anything_pending(l) && !calls) {
-		poll_events(l, 10000);
+		poll_events(l, sleep_us(l));
 		l->ops->round(l->arg);
 	}
 	atomic_store(&l->sleeping, 0);
@@ -649,8 +703,9 @@ one_round(struct loop *l, uint64_t *last_timers)
 	return busy;
 }
 
-/* Idle: wait for a batch that is held back, or linger, or sleep. */
-static void
+/* Idle: wait for a batch that is held back, or linger, or sleep. True if
+ * events came while lingering. */
+static bool
 idle(struct loop *l, bool *linger)
 {
 	uint64_t now = clock_ns();
@@ -658,7 +713,7 @@ idle(struct loop *l, bool *linger)
 	if (*linger && l->delay_until_ns == 0) {
 		*linger = poll_events(l, LINGER_US) > 0;
 		l->ops->round(l->arg);
-		return;
+		return *linger;
 	}
 	if (l->delay_until_ns != 0) {
 		/* a held batch is due soon: wait for it without sleeping long */
@@ -668,16 +723,42 @@ idle(struct loop *l, bool *linger)
 			poll_events(l, (int64_t)(left / 1000) - 1000);
 			l->ops->round(l->arg);
 		}
-		return;
+		return false;
 	}
 	io_sleep(l);
+	return false;
+}
+
+/* When work last moved, and whether spinning pays. I/O thread. */
+struct pace {
+	uint64_t last_busy;
+	int score;   /* 0..SPIN_SCORE: spin while above 0 */
+	bool waited; /* idle since last_busy */
+};
+
+static void
+pace_busy(struct pace *p)
+{
+	uint64_t now = clock_ns();
+
+	if (p->waited) {
+		if (clock_since(now, p->last_busy) < SPIN_NS) {
+			p->score =
+			    p->score + SPIN_HIT > SPIN_SCORE ? SPIN_SCORE : p->score + SPIN_HIT;
+		} else if (p->score > 0) {
+			p->score--;
+		}
+		p->waited = false;
+	}
+	p->last_busy = now;
 }
 
 static void *
 io_main(void *arg)
 {
 	struct loop *l = arg;
-	uint64_t last_busy = clock_ns(), last_timers = 0;
+	struct pace pace = {.last_busy = clock_ns(), .score = SPIN_SCORE};
+	uint64_t last_timers = 0;
 	unsigned idle_rounds = 0;
 	bool spinning = false, linger = false;
 
@@ -692,12 +773,18 @@ io_main(void *arg)
 			}
 		}
 		if (one_round(l, &last_timers)) {
-			last_busy = clock_ns();
+			pace_busy(&pace);
 			idle_rounds = 0;
 			linger = true;
 			continue;
 		}
-		if (clock_since(clock_ns(), last_busy) < SPIN_NS &&
+		pace.waited = true;
+		if (atomic_load_explicit(&l->missed, memory_order_relaxed)) {
+			atomic_store_explicit(&l->missed, false, memory_order_relaxed);
+			pace.score = SPIN_SCORE;
+			pace.last_busy = clock_ns();
+		}
+		if (pace.score > 0 && clock_since(clock_ns(), pace.last_busy) < SPIN_NS &&
 		    (spinning || (spinning = spin_slot_take(l)))) {
 			/* spin politely: a thread waiting for this core runs first */
 			sched_yield();
@@ -707,10 +794,11 @@ io_main(void *arg)
 		spin_slot_give(l, &spinning);
 		idle_rounds = 0;
 		bool slept = !linger && l->delay_until_ns == 0;
-		idle(l, &linger);
-		if (slept) {
+		if (idle(l, &linger)) {
+			pace_busy(&pace); /* events came while lingering */
+		} else if (slept) {
 			/* a timer tick is not traffic: sleep again soon */
-			last_busy = clock_ns() - SPIN_NS;
+			pace.last_busy = clock_ns() - SPIN_NS;
 		}
 	}
 	spin_slot_give(l, &spinning);

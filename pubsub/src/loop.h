@@ -36,8 +36,10 @@ struct loop_ops {
 	int (*control)(void *arg, struct conn *c, const struct ctl_msg *m);
 	/* A connection died: forget it; its channels close. */
 	void (*gone)(void *arg, struct conn *c);
-	/* Every 10 ms or so. */
-	void (*tick)(void *arg, uint64_t now_ms);
+	/* Every 10 ms or so while anything is under way. True while the
+	 * session has timed work of its own (kept frames to expire, deferred
+	 * route updates): then ticks go on even when every connection is quiet. */
+	bool (*tick)(void *arg, uint64_t now_ms);
 	/* Once per round, after events were handled: release what was held
 	 * across a read; do deferred work. True if there was work. */
 	bool (*round)(void *arg);
@@ -60,6 +62,9 @@ void loop_wake(struct loop *l);
 bool loop_on_thread(const struct loop *l);
 /* The I/O thread polls without sleeping: it sees queued data at once. */
 bool loop_polling(const struct loop *l);
+/* A publisher wrote a message itself because the I/O thread was not
+ * polling: a polling thread would have taken it (see SPIN_NS in loop.c). */
+void loop_note_missed(struct loop *l);
 /* The I/O thread sleeps: true for the one caller that takes the duty to
  * wake it (or to write itself). */
 bool loop_take_sleeper(struct loop *l);

@@ -959,21 +959,25 @@ expire_parked(struct session *s, struct src *src, uint64_t now)
 	route_unlock(src);
 }
 
-static void
+static bool
 on_tick(void *arg, uint64_t now)
 {
 	struct session *s = arg;
+	bool kept = false;
 
 	for (struct src *src = s->pubs; src != NULL; src = src->next) {
 		if (src->parked != NULL) {
 			expire_parked(s, src, now);
+			kept |= src->parked != NULL;
 		}
 	}
 	for (struct src *src = s->remote; src != NULL; src = src->next) {
 		if (src->parked != NULL) {
 			expire_parked(s, src, now);
+			kept |= src->parked != NULL;
 		}
 	}
+	return kept || s->updates_due;
 }
 
 static bool

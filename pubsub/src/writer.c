@@ -59,6 +59,9 @@ after_put_low_latency(struct loop *l, struct conn *c, struct outchan *oc)
 			return;
 		}
 	}
+	if (!loop_on_thread(l)) {
+		loop_note_missed(l);
+	}
 	flush_now(c, oc, true);
 }
 
