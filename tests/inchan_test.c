@@ -560,6 +560,28 @@ test_blocked_grows_the_window(void **state)
 	done(in, &r);
 }
 
+/* A sender can run out of its first window before the receiver has timed a
+ * round trip: that report is not lost, it is weighed once the round trip is
+ * known. */
+static void
+test_blocked_before_round_trip(void **state)
+{
+	struct rec r;
+	struct inchan *in = chan(&r, 1, 1000, 64000);
+	uint8_t m[100];
+	(void)state;
+
+	fill(m, sizeof(m), 93);
+	link_busy(in);
+	consume(in, 900, m);
+	inchan_blocked(in, 0, 0);
+	assert_int_equal(in->credit.window, 1000);
+	/* the round trip is in: the same report now opens the window */
+	inchan_blocked(in, 1000000, 20000);
+	assert_int_equal(in->credit.window, 20000);
+	done(in, &r);
+}
+
 static void
 test_max_message(void **state)
 {
@@ -605,6 +627,7 @@ main(void)
 	    T(test_duplicate_skipped),
 	    T(test_credit_window),
 	    T(test_blocked_grows_the_window),
+	    T(test_blocked_before_round_trip),
 	    T(test_max_message),
 	};
 	return cmocka_run_group_tests_name("inchan", tests, NULL, NULL);

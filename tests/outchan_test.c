@@ -335,18 +335,25 @@ test_take_within_credit_and_limit(void **state)
 	assert_int_equal(outchan_unsent(oc), 3 * f100);
 
 	/* whole frames only, within the credit: two and a half frames of
-	 * credit let two through */
+	 * credit let two through, and the frame left behind wants a BLOCKED
+	 * report at once (a publisher waiting for room may not try again) */
 	assert_int_equal(write_all(oc, &x->w, 1 << 20), 2 * f100);
 	assert_int_equal(x->w.n, 2);
 	assert_int_equal(atomic_load(&oc->credit), f100 / 2);
-	assert_false(oc->want_blocked);
+	assert_true(oc->want_blocked);
 
 	/* out of credit: nothing, and a BLOCKED report is wanted */
+	oc->want_blocked = false;
 	assert_int_equal(outchan_take(oc, 0, 1 << 20, 1 << 20, iov, &niov, NOW), 0);
 	assert_int_equal(niov, 0);
 	assert_true(oc->want_blocked);
 	assert_int_equal(atomic_load(&oc->starved_since_ms), NOW);
 
+	/* a report of use without new credit does not end the shortage: no
+	 * second BLOCKED for it */
+	atomic_store(&oc->blocked_sent, true);
+	outchan_on_credit(oc, 0, 0, NOW);
+	assert_true(atomic_load(&oc->blocked_sent));
 	/* the grant lets the waiting frame through */
 	int wakes = x->calls.wake;
 	assert_true(outchan_on_credit(oc, f100, 0, NOW + 1));

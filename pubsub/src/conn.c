@@ -846,10 +846,44 @@ on_first_control(struct conn *c, const struct ctl_msg *m)
 	return 0;
 }
 
+/*
+ * A channel's first window can run out before the first PONG: on a long
+ * round trip the sender's BLOCKED often arrives first. Keep the report and
+ * weigh it once the round trip is known, or the window waits a whole round
+ * trip more for the next one. A few channels are enough: only those opened
+ * in the first round trip of a connection can be early.
+ */
+static void
+note_early_blocked(struct conn *c, uint32_t id)
+{
+	for (int i = 0; i < c->nearly_blocked; i++) {
+		if (c->early_blocked[i] == id) {
+			return;
+		}
+	}
+	if (c->nearly_blocked < (int)(sizeof(c->early_blocked) / sizeof(c->early_blocked[0]))) {
+		c->early_blocked[c->nearly_blocked++] = id;
+	}
+}
+
+static void
+regrow_early_blocked(struct conn *c)
+{
+	for (int i = 0; i < c->nearly_blocked; i++) {
+		struct inchan *in = conn_inchan(c, c->early_blocked[i]);
+		if (in != NULL) { /* NULL: closed since */
+			inchan_blocked(in, c->rtt_us, window_floor(c));
+			note_ack(c, in);
+		}
+	}
+	c->nearly_blocked = 0;
+}
+
 static void
 on_pong(struct conn *c, uint64_t token)
 {
 	uint64_t now = clock_us();
+	bool first = c->rtt_us == 0;
 
 	if (token > now) {
 		return; /* not a token of ours */
@@ -858,6 +892,9 @@ on_pong(struct conn *c, uint64_t token)
 	 * and a window sized on that delay would only deepen the queue */
 	if (c->rtt_us == 0 || now - token < c->rtt_us) {
 		c->rtt_us = now - token > 0 ? now - token : 1;
+	}
+	if (first) {
+		regrow_early_blocked(c);
 	}
 }
 
@@ -900,6 +937,9 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		if (in != NULL) {
 			inchan_blocked(in, c->rtt_us, window_floor(c));
 			note_ack(c, in);
+			if (c->rtt_us == 0) {
+				note_early_blocked(c, m.u.credit.channel);
+			}
 		}
 		return 0;
 	}

@@ -259,7 +259,8 @@ inchan_retry(struct inchan *in, const struct inchan_limits *lim)
  * it last ran out of credit. A window-limited channel moves a window per
  * round trip, so this lets it double; once the link itself is the limit,
  * growth stops at twice the bandwidth-delay product. Until a round trip
- * has been measured, nothing grows.
+ * has been measured, nothing grows, and the sample goes on: the connection
+ * offers the report again once it has timed one.
  */
 static uint64_t
 link_need(struct inchan *in, uint64_t rtt_us)
@@ -269,7 +270,10 @@ link_need(struct inchan *in, uint64_t rtt_us)
 	uint64_t bytes = in->credit.consumed - in->rate_bytes0;
 	uint64_t need = 0;
 
-	if (rtt_us > 0 && elapsed > 0 && in->rate_t0_us != 0) {
+	if (rtt_us == 0) {
+		return 0;
+	}
+	if (elapsed > 0 && in->rate_t0_us != 0) {
 		need = (uint64_t)(2.0 * (double)bytes * (double)rtt_us / (double)elapsed);
 	}
 	in->rate_t0_us = now;

@@ -315,13 +315,16 @@ outchan_mark_starved(struct outchan *oc, uint64_t now_ms)
 /*
  * Bytes of whole frames in the ring starting at base (a frame boundary): at
  * most limit (but at least one frame if it fits in room), and never more
- * than the credit, which counts frames as they are on the wire.
+ * than the credit, which counts frames as they are on the wire. *short_of_credit:
+ * the credit, not the limit, left a frame behind.
  */
 static size_t
-frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room, int64_t credit)
+frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t room, int64_t credit,
+              bool *short_of_credit)
 {
 	size_t off = 0;
 
+	*short_of_credit = credit <= 0;
 	if (credit <= 0) {
 		return 0;
 	}
@@ -339,6 +342,7 @@ frames_prefix(struct ring *r, size_t base, size_t used, size_t limit, size_t roo
 		}
 		size_t flen = hlen + (size_t)f.len;
 		if (off + flen > (uint64_t)credit) {
+			*short_of_credit = true;
 			break;
 		}
 		if (off + flen > limit && !(off == 0 && flen <= room)) {
@@ -359,13 +363,21 @@ outchan_take(struct outchan *oc, size_t already, size_t limit, size_t room, stru
 	size_t used = ring_used(&oc->ring);
 	size_t base = atomic_load_explicit(&oc->sent, memory_order_relaxed) + already;
 	size_t take;
+	bool short_of_credit;
 
 	*niov = 0;
 	if (used <= base) {
 		return 0;
 	}
 	take = frames_prefix(&oc->ring, base, used - base, limit, room,
-	                     atomic_load_explicit(&oc->credit, memory_order_acquire));
+	                     atomic_load_explicit(&oc->credit, memory_order_acquire),
+	                     &short_of_credit);
+	if (short_of_credit) {
+		/* told now, not at the next attempt: a publisher waiting for room
+		 * in a full ring makes none, and the report would wait a round
+		 * trip for the next credit */
+		oc->want_blocked = true;
+	}
 	if (take == 0) {
 		/* Reported when credit is short, and also when only this batch's
 		 * room was: a channel that fills whole batches on a long round trip
@@ -472,7 +484,9 @@ bool
 outchan_on_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms)
 {
 	atomic_fetch_add(&oc->credit, (int64_t)bytes);
-	atomic_store(&oc->blocked_sent, false);
+	if (bytes > 0) { /* a shortage ends with new credit, not with a report of use */
+		atomic_store(&oc->blocked_sent, false);
+	}
 	/* credit, or anything consumed, is progress: the peer is not stalled */
 	if (bytes > 0 || consumed > oc->acked) {
 		atomic_store(&oc->starved_since_ms, 0);

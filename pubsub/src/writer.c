@@ -11,9 +11,11 @@
  * Write from the publishing thread, unless another thread is writing, the
  * socket is full (the I/O thread writes when it drains: trying again here
  * for every message would be a failed system call each time), or the
- * channel's credit does not cover what waits (then the I/O thread writes
- * when credit arrives; here each message would scan the queue again for
- * the frames that fit).
+ * channel's credit does not cover what waits and the receiver has been
+ * told so (then the I/O thread writes when credit arrives; here each
+ * message would scan the queue again for the frames that fit). Until it
+ * has been told, this write is what tells it: the shortage is reported
+ * the moment it begins, and the window grows a round trip sooner.
  */
 static void
 flush_now(struct conn *c, struct outchan *oc, bool wait_lock)
@@ -22,7 +24,8 @@ flush_now(struct conn *c, struct outchan *oc, bool wait_lock)
 	size_t batch = unsent < c->batch_max ? unsent : c->batch_max;
 
 	if (atomic_load_explicit(&c->choked, memory_order_relaxed) ||
-	    atomic_load_explicit(&oc->credit, memory_order_relaxed) < (int64_t)batch) {
+	    (atomic_load_explicit(&oc->credit, memory_order_relaxed) < (int64_t)batch &&
+	     atomic_load_explicit(&oc->blocked_sent, memory_order_relaxed))) {
 		return;
 	}
 	if (wait_lock) {
