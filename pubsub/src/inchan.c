@@ -255,10 +255,15 @@ inchan_retry(struct inchan *in, const struct inchan_limits *lim)
 }
 
 /*
- * The window a channel needs: twice what it moved in one round trip since
- * it last ran out of credit. A window-limited channel moves a window per
- * round trip, so this lets it double; once the link itself is the limit,
- * growth stops at twice the bandwidth-delay product. Until a round trip
+ * The window a channel needs: four times what it moved in one round trip
+ * since it last ran out of credit. A window-limited channel moves a window
+ * per round trip, so this lets it double; once the link itself is the
+ * limit, growth stops at four times the bandwidth-delay product. Twice
+ * would be enough if frames saw the shortest round trip PING/PONG times;
+ * they also wait to be serialized and queue at the link (a 64 KiB frame
+ * takes 5 ms at 12 MB/s), and credit is topped up only when half of the
+ * window is used, so a window of twice stalled a link it could nearly
+ * fill (wifi, 0.9 of tcp in 0.2 s cells). Until a round trip
  * has been measured, nothing grows, and the sample goes on: the connection
  * offers the report again once it has timed one.
  */
@@ -274,7 +279,7 @@ link_need(struct inchan *in, uint64_t rtt_us)
 		return 0;
 	}
 	if (elapsed > 0 && in->rate_t0_us != 0) {
-		need = (uint64_t)(2.0 * (double)bytes * (double)rtt_us / (double)elapsed);
+		need = (uint64_t)(4.0 * (double)bytes * (double)rtt_us / (double)elapsed);
 	}
 	in->rate_t0_us = now;
 	in->rate_bytes0 = in->credit.consumed;
