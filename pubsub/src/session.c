@@ -1321,11 +1321,12 @@ int
 session_publish(struct session *s, struct src *src, const void *data, size_t len)
 {
 	bool io = loop_on_thread(s->loop);
-	struct dying dying = {.n = 0};
+	struct dying dying; /* a kilobyte, read only up to n: not cleared per message */
 	uint64_t deadline = 0, seq;
 	struct wait_ctx w = {.src = src, .deadline = &deadline, .io = io};
 	int rc, r;
 
+	dying.n = 0;
 	if (len > s->cfg->max_message_bytes) {
 		return tern__error(TERN_EMSGSIZE,
 		                   "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)",
