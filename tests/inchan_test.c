@@ -583,6 +583,32 @@ test_blocked_before_round_trip(void **state)
 	done(in, &r);
 }
 
+/* A report can arrive before the data it is about (a batch without room
+ * is reported at once, ahead of the frames still to come). The sender
+ * reports a shortage only once: the report is kept until data has been
+ * consumed, then weighed, instead of being spent on nothing. */
+static void
+test_blocked_before_its_data(void **state)
+{
+	struct rec r;
+	struct inchan *in = chan(&r, 1, 1000, 64000);
+	uint8_t m[100];
+	(void)state;
+
+	fill(m, sizeof(m), 94);
+	inchan_blocked(in, 1000000, 20000);
+	assert_int_equal(in->credit.window, 1000);
+	assert_true(in->blocked_unweighed);
+	/* the data arrives; the connection weighs the kept report at its
+	 * next acknowledgement */
+	link_busy(in);
+	consume(in, 900, m);
+	inchan_blocked(in, 1000000, 20000);
+	assert_false(in->blocked_unweighed);
+	assert_int_equal(in->credit.window, 20000);
+	done(in, &r);
+}
+
 static void
 test_max_message(void **state)
 {
@@ -629,6 +655,7 @@ main(void)
 	    T(test_credit_window),
 	    T(test_blocked_grows_the_window),
 	    T(test_blocked_before_round_trip),
+	    T(test_blocked_before_its_data),
 	    T(test_max_message),
 	};
 	return cmocka_run_group_tests_name("inchan", tests, NULL, NULL);

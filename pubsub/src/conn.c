@@ -699,6 +699,8 @@ note_ack(struct conn *c, struct inchan *in)
 	}
 }
 
+static uint64_t window_floor(const struct conn *c);
+
 static void
 flush_acks(struct conn *c)
 {
@@ -706,6 +708,9 @@ flush_acks(struct conn *c)
 		struct ctl_msg m = {.type = CTL_CREDIT};
 		struct inchan *in = c->dirty[i];
 
+		if (in->blocked_unweighed && c->rtt_us > 0) {
+			inchan_blocked(in, c->rtt_us, window_floor(c));
+		}
 		if (conn_state(c) != CONN_READY ||
 		    !inchan_ack(in, &m.u.credit.bytes, &m.u.credit.consumed)) {
 			in->dirty = false;

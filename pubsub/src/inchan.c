@@ -289,8 +289,16 @@ link_need(struct inchan *in, uint64_t rtt_us)
 void
 inchan_blocked(struct inchan *in, uint64_t rtt_us, uint64_t floor)
 {
-	in->grant_pending +=
-	    credit_rx_blocked(&in->credit, !in->stalled, link_need(in, rtt_us), floor);
+	/* The sender reports a shortage once: one that arrives before the
+	 * data it is about (or before a round trip is timed) is kept, not
+	 * spent on a window that nothing has measured yet. */
+	in->blocked_unweighed = rtt_us == 0 || in->credit.consumed == in->rate_bytes0;
+	if (in->blocked_unweighed) {
+		in->grant_pending += credit_rx_blocked(&in->credit, false, 0, floor);
+	} else {
+		in->grant_pending +=
+		    credit_rx_blocked(&in->credit, !in->stalled, link_need(in, rtt_us), floor);
+	}
 	in->dirty = true;
 }
 

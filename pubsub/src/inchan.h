@@ -69,6 +69,10 @@ struct inchan {
 	bool dirty;             /* something to acknowledge */
 	uint64_t rate_t0_us;    /* consumption measured since then ... */
 	uint64_t rate_bytes0;   /* ... from this many bytes consumed */
+	/* the sender reported BLOCKED before there was anything to weigh (no
+	 * round trip timed, or none of its data consumed since the last
+	 * report): weigh it at the next acknowledgement that has */
+	bool blocked_unweighed;
 };
 
 /* Limits a frame is held to: the node's max_message_bytes, and what the
@@ -95,7 +99,9 @@ int inchan_receive(struct inchan *in, const struct wire_frame *f, size_t hlen,
 int inchan_retry(struct inchan *in, const struct inchan_limits *lim);
 
 /* The sender reports it ran out of credit: grow the window if the link
- * needs it (rtt_us: the connection's round trip; floor: see credit.h). */
+ * needs it (rtt_us: the connection's round trip; floor: see credit.h).
+ * A report that cannot be weighed yet sets blocked_unweighed: call again
+ * once the round trip is known and data was consumed. */
 void inchan_blocked(struct inchan *in, uint64_t rtt_us, uint64_t floor);
 
 /* A CREDIT message to send, if there is anything to report (clears it). */

@@ -379,10 +379,10 @@ outchan_take(struct outchan *oc, size_t already, size_t limit, size_t room, stru
 		oc->want_blocked = true;
 	}
 	if (take == 0) {
-		/* only a shortage of credit is reported, not a batch without room
-		 * for the next frame: a report before the receiver has seen any of
-		 * the channel's data tells it nothing about the link, and would
-		 * use up the one report the shortage gets */
+		/* Reported when credit is short, and also when only this batch's
+		 * room was: a channel that fills whole batches on a long round trip
+		 * then tells its receiver early, which grows the window sooner. */
+		oc->want_blocked = true;
 		outchan_mark_starved(oc, now_ms);
 		return 0;
 	}
