@@ -851,37 +851,19 @@ on_first_control(struct conn *c, const struct ctl_msg *m)
 	return 0;
 }
 
-/*
- * A channel's first window can run out before the first PONG: on a long
- * round trip the sender's BLOCKED often arrives first. Keep the report and
- * weigh it once the round trip is known, or the window waits a whole round
- * trip more for the next one. A few channels are enough: only those opened
- * in the first round trip of a connection can be early.
- */
+/* The first round trip is timed: weigh the BLOCKED reports that came
+ * before it (a channel's first window can run out sooner on a long round
+ * trip), instead of waiting a round trip for the next ones. */
 static void
-note_early_blocked(struct conn *c, uint32_t id)
+weigh_early_blocked(struct conn *c)
 {
-	for (int i = 0; i < c->nearly_blocked; i++) {
-		if (c->early_blocked[i] == id) {
-			return;
-		}
-	}
-	if (c->nearly_blocked < (int)(sizeof(c->early_blocked) / sizeof(c->early_blocked[0]))) {
-		c->early_blocked[c->nearly_blocked++] = id;
-	}
-}
-
-static void
-regrow_early_blocked(struct conn *c)
-{
-	for (int i = 0; i < c->nearly_blocked; i++) {
-		struct inchan *in = conn_inchan(c, c->early_blocked[i]);
-		if (in != NULL) { /* NULL: closed since */
+	for (uint32_t i = 0; i < c->ins_cap; i++) {
+		struct inchan *in = c->ins[i];
+		if (in != NULL && in->blocked_unweighed) {
 			inchan_blocked(in, c->rtt_us, window_floor(c));
 			note_ack(c, in);
 		}
 	}
-	c->nearly_blocked = 0;
 }
 
 static void
@@ -899,7 +881,7 @@ on_pong(struct conn *c, uint64_t token)
 		c->rtt_us = now - token > 0 ? now - token : 1;
 	}
 	if (first) {
-		regrow_early_blocked(c);
+		weigh_early_blocked(c);
 	}
 }
 
@@ -942,9 +924,6 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		if (in != NULL) {
 			inchan_blocked(in, c->rtt_us, window_floor(c));
 			note_ack(c, in);
-			if (c->rtt_us == 0) {
-				note_early_blocked(c, m.u.credit.channel);
-			}
 		}
 		return 0;
 	}

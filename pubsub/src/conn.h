@@ -83,10 +83,6 @@ struct conn {
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
 	uint64_t rtt_us; /* shortest round trip seen by PING/PONG, 0 until measured */
-	/* channels that reported BLOCKED before rtt_us was known: weighed again
-	 * on the first PONG (I/O thread) */
-	uint32_t early_blocked[8];
-	int nearly_blocked;
 
 	pthread_mutex_t wlock;
 	uint8_t *out;

@@ -263,9 +263,7 @@ inchan_retry(struct inchan *in, const struct inchan_limits *lim)
  * they also wait to be serialized and queue at the link (a 64 KiB frame
  * takes 5 ms at 12 MB/s), and credit is topped up only when half of the
  * window is used, so a window of twice stalled a link it could nearly
- * fill (wifi, 0.9 of tcp in 0.2 s cells). Until a round trip
- * has been measured, nothing grows, and the sample goes on: the connection
- * offers the report again once it has timed one.
+ * fill (wifi, 0.9 of tcp in 0.2 s cells). Needs a measured round trip.
  */
 static uint64_t
 link_need(struct inchan *in, uint64_t rtt_us)
@@ -275,9 +273,6 @@ link_need(struct inchan *in, uint64_t rtt_us)
 	uint64_t bytes = in->credit.consumed - in->rate_bytes0;
 	uint64_t need = 0;
 
-	if (rtt_us == 0) {
-		return 0;
-	}
 	if (elapsed > 0 && in->rate_t0_us != 0) {
 		need = (uint64_t)(4.0 * (double)bytes * (double)rtt_us / (double)elapsed);
 	}
@@ -292,13 +287,11 @@ inchan_blocked(struct inchan *in, uint64_t rtt_us, uint64_t floor)
 	/* The sender reports a shortage once: one that arrives before the
 	 * data it is about (or before a round trip is timed) is kept, not
 	 * spent on a window that nothing has measured yet. */
-	in->blocked_unweighed = rtt_us == 0 || in->credit.consumed == in->rate_bytes0;
-	if (in->blocked_unweighed) {
-		in->grant_pending += credit_rx_blocked(&in->credit, false, 0, floor);
-	} else {
-		in->grant_pending +=
-		    credit_rx_blocked(&in->credit, !in->stalled, link_need(in, rtt_us), floor);
-	}
+	bool weighable = rtt_us > 0 && in->credit.consumed != in->rate_bytes0;
+
+	in->blocked_unweighed = !weighable;
+	in->grant_pending += credit_rx_blocked(&in->credit, weighable && !in->stalled,
+	                                       weighable ? link_need(in, rtt_us) : 0, floor);
 	in->dirty = true;
 }
 
