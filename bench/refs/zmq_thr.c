@@ -30,6 +30,8 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "refs.h"
+
 #define SEQ_BYTES 8
 #define TICK_MS   100
 
@@ -40,70 +42,12 @@ struct args {
 	double seconds;
 };
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void
-put_le(uint8_t *p, uint64_t v, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		p[i] = (uint8_t)(v >> (8 * i));
-	}
-}
-
-static uint64_t
-get_le(const uint8_t *p, size_t n)
-{
-	uint64_t v = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		v |= (uint64_t)p[i] << (8 * i);
-	}
-	return v;
-}
-
-static int
-parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || s[0] == '-') {
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 static int
 parse_args(char **argv, struct args *a)
 {
-	uint64_t size;
-	char *end;
-
 	a->endpoint = argv[2];
-	if (parse_u64(argv[3], &size) != 0 || size == 0 || size > (1u << 30)) {
-		fprintf(stderr, "zmq_thr: SIZE must be 1 to 2^30\n");
-		return -1;
-	}
-	a->size = (size_t)size;
-	if (parse_u64(argv[4], &a->count) != 0 || a->count == 0) {
-		fprintf(stderr, "zmq_thr: COUNT must be a positive integer\n");
-		return -1;
-	}
-	a->seconds = strtod(argv[5], &end);
-	if (end == argv[5] || *end != '\0' || !(a->seconds > 0)) {
-		fprintf(stderr, "zmq_thr: SECONDS must be a positive number\n");
-		return -1;
-	}
-	return 0;
+	return parse_size_count_seconds("zmq_thr", argv, 1u << 30, &a->size, &a->count,
+	                                &a->seconds);
 }
 
 static int
@@ -255,14 +199,7 @@ run_recv(void *ctx, const struct args *a)
 	zmq_msg_close(&m);
 	zmq_close(s);
 
-	double secs = last - first;
-	double rate = secs > 0 ? (double)msgs / secs : 0;
-	printf("layer=zmq size=%zu msgs=%llu expected=%llu secs=%.6f msgs_per_s=%.0f MB_per_s=%.1f "
-	       "bad=%llu\n",
-	       a->size, (unsigned long long)msgs, (unsigned long long)a->count, secs, rate,
-	       rate * (double)a->size / 1e6, (unsigned long long)bad);
-	fflush(stdout);
-	return msgs == a->count && bad == 0 ? 0 : 1;
+	return report_recv("zmq", a->size, msgs, a->count, last - first, bad);
 }
 
 int
