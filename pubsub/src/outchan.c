@@ -372,17 +372,15 @@ outchan_take(struct outchan *oc, size_t already, size_t limit, size_t room, stru
 	take = frames_prefix(&oc->ring, base, used - base, limit, room,
 	                     atomic_load_explicit(&oc->credit, memory_order_acquire),
 	                     &short_of_credit);
-	if (short_of_credit) {
-		/* told now, not at the next attempt: a publisher waiting for room
-		 * in a full ring makes none, and the report would wait a round
-		 * trip for the next credit */
+	if (short_of_credit || take == 0) {
+		/* Reported now, not at the next attempt (a publisher waiting for
+		 * room in a full ring makes none, and the report would wait a round
+		 * trip for the next credit); also when only this batch's room was
+		 * short: a channel that fills whole batches on a long round trip
+		 * then tells its receiver early, which grows the window sooner. */
 		oc->want_blocked = true;
 	}
 	if (take == 0) {
-		/* Reported when credit is short, and also when only this batch's
-		 * room was: a channel that fills whole batches on a long round trip
-		 * then tells its receiver early, which grows the window sooner. */
-		oc->want_blocked = true;
 		outchan_mark_starved(oc, now_ms);
 		return 0;
 	}
