@@ -69,6 +69,8 @@ make_net() {
 start_in() {
 	local ns=$1 name=$2 secs=$3 input=$4
 	shift 4
+	: >"$TMP/$name.out" # emptied now: the job's own redirection may run late
+	: >"$TMP/$name.err"
 	timeout --foreground -k 5 "$secs" ip netns exec "$ns" "$TERN" "$@" <"$input" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 	local pid=$!
 	PIDS+=("$pid")
@@ -81,6 +83,8 @@ start_in() {
 start_relay() {
 	local name=$1
 	shift
+	: >"$TMP/$name.out" # emptied now: the job's own redirection may run late
+	: >"$TMP/$name.err"
 	timeout --foreground -k 5 120 "$RELAY" --listen 127.0.0.1:0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 	PIDS+=("$!")
 	printf -v "${name}_pid" '%s' "$!"

@@ -19,6 +19,7 @@ COUNT=$3
 start_seqs() {
 	local name=$1 secs=$2
 	shift 2
+	: >"$TMP/$name.err" # emptied now: the job's own redirection may run late
 	(
 		rc=0
 		timeout --foreground -k 5 "$secs" "$TERN" "$@" --format json 2>"$TMP/$name.err" &

@@ -41,6 +41,10 @@ fail() {
 start() {
 	local name=$1 secs=$2
 	shift 2
+	# emptied here, not only by the redirection of the job below, which may
+	# run late: a name used again must not show the last run's lines
+	: >"$TMP/$name.out"
+	: >"$TMP/$name.err"
 	timeout --foreground -k 5 "$secs" "$TERN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 	local pid=$!
 	PIDS+=("$pid")
@@ -51,6 +55,8 @@ start() {
 start_stdin() {
 	local name=$1 secs=$2 input=$3
 	shift 3
+	: >"$TMP/$name.out"
+	: >"$TMP/$name.err"
 	timeout --foreground -k 5 "$secs" "$TERN" "$@" <"$input" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 	local pid=$!
 	PIDS+=("$pid")
