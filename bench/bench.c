@@ -9,6 +9,7 @@
 #include "bench.h"
 #include "matrix.h"
 #include "record.h"
+#include "runenv.h"
 #include "store.h"
 
 #include <errno.h>
@@ -25,6 +26,8 @@
 #define EXIT_USAGE       2
 #define EXIT_INTERRUPTED 130
 #define MB               1e6
+/* More samples than this would not change a t-test's verdict, only the time. */
+#define REPEAT_MAX 100
 
 /* Can the JSON report be written? Opened without truncating, so an
  * existing file is kept until the run has something to put in it. */
@@ -58,6 +61,8 @@ static const char usage[] =
     "                       (default 1K,10K,64K,1M,64M)\n"
     "  --duration SECONDS   sending time of a stream or pingpong cell (default 5;\n"
     "                       bytes and fanin cells send for 0.4 of it)\n"
+    "  --repeat N           run each cell N times, the layers interleaved (default 1;\n"
+    "                       at most 100); tables show the median and the spread\n"
     "  --db FILE            SQLite database (default tern-bench.db)\n"
     "  --out FILE.json      also write the run as JSON\n"
     "  --note TEXT          a note stored with the run\n"
@@ -117,6 +122,7 @@ defaults(struct bench_config *cfg)
 	memcpy(cfg->sizes, sizes, sizeof(sizes));
 	cfg->nsizes = sizeof(sizes) / sizeof(sizes[0]);
 	cfg->duration = 5;
+	cfg->repeat = 1;
 	cfg->db = "tern-bench.db";
 }
 
@@ -274,6 +280,7 @@ enum {
 	OPT_BATCH,
 	OPT_SIZES,
 	OPT_DURATION,
+	OPT_REPEAT,
 	OPT_DB,
 	OPT_OUT,
 	OPT_NOTE,
@@ -294,6 +301,7 @@ static const struct option long_opts[] = {
     {"batch-bytes", required_argument, NULL, OPT_BATCH},
     {"sizes", required_argument, NULL, OPT_SIZES},
     {"duration", required_argument, NULL, OPT_DURATION},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
     {"db", required_argument, NULL, OPT_DB},
     {"out", required_argument, NULL, OPT_OUT},
     {"note", required_argument, NULL, OPT_NOTE},
@@ -408,7 +416,7 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 			cfg->nlayers = 0;
 			while (p && *p) {
 				if (next_word(&p, w, sizeof(w)) != 0 || layer_find(w) == NULL ||
-				    cfg->nlayers == 2) {
+				    cfg->nlayers == 3) {
 					fprintf(stderr,
 					        "tern bench: --layers %s: expected tern, tcp\n", a);
 					return -1;
@@ -480,6 +488,15 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 			cfg->duration = d;
 			break;
 		}
+		case OPT_REPEAT:
+			if (parse_u32_list("--repeat", a, &cfg->repeat, &n, 1, REPEAT_MAX) != 0 ||
+			    n != 1) {
+				if (n > 1) {
+					fprintf(stderr, "tern bench: --repeat takes one number\n");
+				}
+				return -1;
+			}
+			break;
 		case OPT_DB:
 			cfg->db = a;
 			break;
@@ -522,51 +539,35 @@ on_sigint(int sig)
 	bench_interrupted = 1;
 }
 
-static void
-cpu_model(char *buf, size_t len)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[256];
-
-	snprintf(buf, len, "unknown");
-	if (f == NULL) {
-		return;
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		char *colon = strchr(line, ':');
-
-		if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
-			colon += colon[1] == ' ' ? 2 : 1;
-			colon[strcspn(colon, "\n")] = '\0';
-			snprintf(buf, len, "%s", colon);
-			break;
-		}
-	}
-	fclose(f);
-}
-
 /* Store the run's header rows. */
 static int
 begin_run(store *db, struct bench_run *run, int64_t *run_id)
 {
 	struct run_info ri;
-	char host[256] = "";
-	char cpu[128];
+	struct run_env env;
 	char err[300];
 	char *config = matrix_config_json(&run->cfg);
 	size_t i;
 	int rc;
 
-	gethostname(host, sizeof(host) - 1);
-	cpu_model(cpu, sizeof(cpu));
+	runenv_collect(&env);
+	memset(&ri, 0, sizeof(ri));
 	ri.tern_version = TERN_BENCH_VERSION;
-	ri.host = host;
-	ri.cpu = cpu;
-	ri.cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	ri.host = env.host;
+	ri.cpu = env.cpu_model;
+	ri.cores = env.cores;
 	ri.note = run->cfg.note;
 	ri.config_json = config ? config : "{}";
+	ri.cpu_model = env.cpu_model;
+	ri.kernel = env.kernel;
+	ri.compiler = env.compiler;
+	ri.build_type = env.build_type;
+	ri.tern_commit = env.tern_commit;
+	ri.env_json = env.env_json;
+	ri.pid = (long)getpid();
 	rc = store_run_begin(db, &ri, run_id, err, sizeof(err));
 	free(config);
+	runenv_free(&env);
 	for (i = 0; rc == 0 && i < run->cfg.nlinks; i++) {
 		rc = store_link(db, *run_id, &run->cfg.links[i], err, sizeof(err));
 	}

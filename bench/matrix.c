@@ -51,13 +51,33 @@ push(struct bench_run *run, size_t *cap, const struct cell *c)
 	return 0;
 }
 
+/* One cell for each repeat and layer, the layers interleaved within a repeat
+ * so that drift in the machine's speed hits them alike. */
+static int
+push_layers(struct bench_run *run, size_t *cap, struct cell *c)
+{
+	const struct bench_config *cfg = &run->cfg;
+	uint32_t r;
+	size_t y;
+
+	for (r = 0; r < (cfg->repeat ? cfg->repeat : 1); r++) {
+		c->repeat = r;
+		for (y = 0; y < cfg->nlayers; y++) {
+			c->layer = cfg->layers[y];
+			if (push(run, cap, c) != 0) {
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
 /* One cell for each mode and layer. */
 static int
 push_modes(struct bench_run *run, size_t *cap, struct cell *c, bool batched_only_param)
 {
 	const struct bench_config *cfg = &run->cfg;
 	size_t m;
-	size_t y;
 
 	for (m = 0; m < cfg->nmodes; m++) {
 		/* A batch size means nothing without batching. */
@@ -65,11 +85,8 @@ push_modes(struct bench_run *run, size_t *cap, struct cell *c, bool batched_only
 			continue;
 		}
 		c->lowlat = cfg->modes[m];
-		for (y = 0; y < cfg->nlayers; y++) {
-			c->layer = cfg->layers[y];
-			if (push(run, cap, c) != 0) {
-				return -1;
-			}
+		if (push_layers(run, cap, c) != 0) {
+			return -1;
 		}
 	}
 	return 0;
@@ -160,14 +177,9 @@ build_link(struct bench_run *run, size_t *cap, const struct bench_link *l)
 			c.batch_bytes = 0;
 			for (i = 0; i < cfg->nmodes; i++) {
 				if (cfg->modes[i]) {
-					size_t y;
-
 					c.lowlat = true;
-					for (y = 0; y < cfg->nlayers; y++) {
-						c.layer = cfg->layers[y];
-						if (push(run, cap, &c) != 0) {
-							return -1;
-						}
+					if (push_layers(run, cap, &c) != 0) {
+						return -1;
 					}
 				}
 			}
@@ -312,6 +324,7 @@ matrix_config_json(const struct bench_config *cfg)
 		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)cfg->sizes[i]));
 	}
 	cJSON_AddNumberToObject(o, "duration", cfg->duration);
+	cJSON_AddNumberToObject(o, "repeat", cfg->repeat ? cfg->repeat : 1);
 	cJSON_AddNumberToObject(o, "record_bytes", RECORD_BYTES);
 	cJSON_AddBoolToObject(o, "quick", cfg->quick);
 	s = cJSON_PrintUnformatted(o);

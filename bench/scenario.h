@@ -38,6 +38,8 @@ struct cell {
 	uint32_t concurrency;     /* pingpong in flight, fanin connections, else 1 */
 	uint32_t batch_bytes;     /* 0: the layer's default (65536) */
 	double duration;          /* seconds of sending */
+	double rate;              /* stream: open-loop records/s; 0: as fast as it can */
+	uint32_t repeat;          /* which of the run's --repeat samples this is, from 0 */
 };
 
 struct cell_result {

@@ -15,7 +15,7 @@ struct store {
 	sqlite3 *db;
 };
 
-static const char schema_v2[] = "CREATE TABLE runs (\n"
+static const char schema_v3[] = "CREATE TABLE runs (\n"
                                 "  id           INTEGER PRIMARY KEY,\n"
                                 "  started_at   TEXT NOT NULL,\n"
                                 "  finished_at  TEXT,\n"
@@ -23,7 +23,11 @@ static const char schema_v2[] = "CREATE TABLE runs (\n"
                                 "  host         TEXT, cpu TEXT, cores INTEGER,\n"
                                 "  note         TEXT,\n"
                                 "  config       TEXT NOT NULL,\n"
-                                "  status       TEXT NOT NULL DEFAULT 'running'\n"
+                                "  status       TEXT NOT NULL DEFAULT 'running',\n"
+                                "  cpu_model    TEXT, kernel TEXT, compiler TEXT,\n"
+                                "  build_type   TEXT, tern_commit TEXT,\n"
+                                "  env          TEXT,\n"
+                                "  pid          INTEGER\n"
                                 ");\n"
                                 "CREATE TABLE links (\n"
                                 "  run_id        INTEGER NOT NULL REFERENCES runs(id),\n"
@@ -56,21 +60,34 @@ static const char schema_v2[] = "CREATE TABLE runs (\n"
                                 "  failed          INTEGER NOT NULL DEFAULT 0,\n"
                                 "  error           TEXT,\n"
                                 "  cpu_s_per_gb    REAL,\n"
-                                "  spread          REAL\n"
+                                "  spread          REAL,\n"
+                                "  repeat          INTEGER NOT NULL DEFAULT 0,\n"
+                                "  rate            REAL\n"
                                 ");\n"
                                 "CREATE INDEX results_run ON results(run_id);\n";
 
-/* Columns that version 2 adds to a version-1 database. */
+/* Columns that each version adds to the one before (version 1 is the SPEC's
+ * minimum schema). */
 static const struct {
+	int version;
 	const char *table;
 	const char *column;
 	const char *decl;
 } added[] = {
-    {"runs", "status", "TEXT NOT NULL DEFAULT 'running'"},
-    {"results", "failed", "INTEGER NOT NULL DEFAULT 0"},
-    {"results", "error", "TEXT"},
-    {"results", "cpu_s_per_gb", "REAL"},
-    {"results", "spread", "REAL"},
+    {2, "runs", "status", "TEXT NOT NULL DEFAULT 'running'"},
+    {2, "results", "failed", "INTEGER NOT NULL DEFAULT 0"},
+    {2, "results", "error", "TEXT"},
+    {2, "results", "cpu_s_per_gb", "REAL"},
+    {2, "results", "spread", "REAL"},
+    {3, "runs", "cpu_model", "TEXT"},
+    {3, "runs", "kernel", "TEXT"},
+    {3, "runs", "compiler", "TEXT"},
+    {3, "runs", "build_type", "TEXT"},
+    {3, "runs", "tern_commit", "TEXT"},
+    {3, "runs", "env", "TEXT"},
+    {3, "runs", "pid", "INTEGER"},
+    {3, "results", "repeat", "INTEGER NOT NULL DEFAULT 0"},
+    {3, "results", "rate", "REAL"},
 };
 
 static int
@@ -123,29 +140,35 @@ has_column(store *st, const char *table, const char *column)
 	return found;
 }
 
+/* Bring a database of an older version (0 and 1: the minimum schema) up to
+ * this one, adding what each version added. */
 static int
-migrate_1_to_2(store *st, char *err, size_t err_len)
+migrate(store *st, int from, char *err, size_t err_len)
 {
 	size_t i;
 
 	for (i = 0; i < sizeof(added) / sizeof(added[0]); i++) {
 		char sql[256];
 
-		if (has_column(st, added[i].table, added[i].column)) {
+		if (added[i].version <= from || has_column(st, added[i].table, added[i].column)) {
 			continue;
 		}
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN %s %s", added[i].table,
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ADD COLUMN \"%s\" %s", added[i].table,
 		         added[i].column, added[i].decl);
 		if (exec(st, sql, err, err_len) != 0) {
 			return -1;
 		}
 	}
-	/* Runs of the old schema have ended, one way or the other. */
+	/* Runs of a schema without a status have ended, one way or the other. */
+	if (from < 2 && exec(st,
+	                     "UPDATE runs SET status = CASE WHEN finished_at IS NULL THEN "
+	                     "'interrupted' ELSE 'finished' END;",
+	                     err, err_len) != 0) {
+		return -1;
+	}
 	return exec(st,
-	            "UPDATE runs SET status = CASE WHEN finished_at IS NULL THEN 'interrupted' "
-	            "ELSE 'finished' END;"
 	            "CREATE INDEX IF NOT EXISTS results_run ON results(run_id);"
-	            "PRAGMA user_version = 2;",
+	            "PRAGMA user_version = 3;",
 	            err, err_len);
 }
 
@@ -175,11 +198,11 @@ set_up(store *st, char *err, size_t err_len)
 		return -1;
 	}
 	if (tables == 0) {
-		if (exec(st, schema_v2, err, err_len) != 0 ||
-		    exec(st, "PRAGMA user_version = 2", err, err_len) != 0) {
+		if (exec(st, schema_v3, err, err_len) != 0 ||
+		    exec(st, "PRAGMA user_version = 3", err, err_len) != 0) {
 			goto fail;
 		}
-	} else if (migrate_1_to_2(st, err, err_len) != 0) {
+	} else if (migrate(st, version, err, err_len) != 0) {
 		/* version 0 with tables: the minimum schema written without a version */
 		goto fail;
 	}
@@ -282,7 +305,8 @@ store_run_begin(store *st, const struct run_info *ri, int64_t *run_id, char *err
 	store_now_iso(now, sizeof(now));
 	if (prepare(st,
 	            "INSERT INTO runs (started_at, tern_version, host, cpu, cores, note, config, "
-	            "status) VALUES (?, ?, ?, ?, ?, ?, ?, 'running')",
+	            "status, cpu_model, kernel, compiler, build_type, tern_commit, env, pid) "
+	            "VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
 	            &s, err, err_len) != 0) {
 		return -1;
 	}
@@ -295,6 +319,15 @@ store_run_begin(store *st, const struct run_info *ri, int64_t *run_id, char *err
 		sqlite3_bind_text(s, 6, ri->note, -1, SQLITE_TRANSIENT);
 	}
 	sqlite3_bind_text(s, 7, ri->config_json, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 8, ri->cpu_model, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 9, ri->kernel, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 10, ri->compiler, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 11, ri->build_type, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 12, ri->tern_commit, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(s, 13, ri->env_json, -1, SQLITE_TRANSIENT);
+	if (ri->pid > 0) {
+		sqlite3_bind_int64(s, 14, ri->pid);
+	}
 	if (step_done(st, s, err, err_len) != 0) {
 		return -1;
 	}
@@ -338,8 +371,8 @@ store_result(store *st, int64_t run_id, const struct cell *c, const struct cell_
 	            "INSERT INTO results (run_id, scenario, link, layer, mode, records_per_msg, "
 	            "payload_bytes, concurrency, batch_bytes, record_bytes, seconds, messages, "
 	            "records, bytes, records_per_s, bytes_per_s, link_share, lat_p50_us, "
-	            "lat_p99_us, lat_p999_us, lost, failed, error, cpu_s_per_gb, spread) VALUES "
-	            "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	            "lat_p99_us, lat_p999_us, lost, failed, error, cpu_s_per_gb, spread, repeat, "
+	            "rate) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	            &s, err, err_len) != 0) {
 		return -1;
 	}
@@ -375,6 +408,10 @@ store_result(store *st, int64_t run_id, const struct cell *c, const struct cell_
 		sqlite3_bind_double(s, 24, r->cpu_s_per_gb);
 	}
 	bind_opt(s, 25, r->spread);
+	sqlite3_bind_int64(s, 26, c->repeat);
+	if (c->rate > 0) {
+		sqlite3_bind_double(s, 27, c->rate);
+	}
 	return step_done(st, s, err, err_len);
 }
 

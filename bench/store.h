@@ -3,10 +3,12 @@
  * writes of one run (the run row first, each result as its cell finishes,
  * the end of the run last), so a dashboard sees a run fill in live.
  *
- * Schema version (PRAGMA user_version) 2: the SPEC's minimum schema plus
+ * Schema version (PRAGMA user_version) 3: the SPEC's minimum schema plus
  * runs.status, results.failed, results.error, results.cpu_s_per_gb and
- * results.spread. A version-1 database (the minimum schema) is migrated in
- * place with ALTER TABLE ADD COLUMN.
+ * results.spread (version 2), and the run's environment (runs.cpu_model,
+ * kernel, compiler, build_type, tern_commit, env, pid), results.repeat and
+ * results.rate (version 3). An older database is migrated in place with
+ * ALTER TABLE ADD COLUMN.
  */
 #ifndef BENCH_STORE_H
 #define BENCH_STORE_H
@@ -15,7 +17,7 @@
 
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 typedef struct store store;
 
@@ -26,6 +28,14 @@ struct run_info {
 	int cores;
 	const char *note;
 	const char *config_json;
+	/* the environment (runenv.h); NULL leaves a column empty */
+	const char *cpu_model;
+	const char *kernel;
+	const char *compiler;
+	const char *build_type;
+	const char *tern_commit;
+	const char *env_json;
+	long pid;
 };
 
 /* Open (creating or migrating) the database at path. 0 or -1 with err. */

@@ -1,8 +1,8 @@
 /*
  * bench_store_test.c - the benchmark database: a new file gets schema
- * version 2; a version-1 file (the minimum schema) is migrated in place and
- * keeps its rows; a newer version is refused; rows written by a run read
- * back.
+ * version 3; a version-1 file (the minimum schema) and a version-2 file are
+ * migrated in place and keep their rows; a newer version is refused; rows
+ * written by a run read back, with the run's environment.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +40,59 @@ static const char schema_v1[] =
     " record_bytes, seconds, messages, records, bytes, records_per_s, bytes_per_s)"
     " VALUES (1, 'stream', 'lan', 'tcp', 'batched', 16, 1024, 64, 5, 10, 160, 10240, 32, 2048);"
     "PRAGMA user_version = 1;";
+
+/* Version 2, as tern bench wrote it before runs kept their environment. */
+static const char schema_v2[] =
+    "CREATE TABLE runs (\n"
+    "  id           INTEGER PRIMARY KEY,\n"
+    "  started_at   TEXT NOT NULL,\n"
+    "  finished_at  TEXT,\n"
+    "  tern_version TEXT NOT NULL,\n"
+    "  host         TEXT, cpu TEXT, cores INTEGER,\n"
+    "  note         TEXT,\n"
+    "  config       TEXT NOT NULL,\n"
+    "  status       TEXT NOT NULL DEFAULT 'running'\n"
+    ");\n"
+    "CREATE TABLE links (\n"
+    "  run_id        INTEGER NOT NULL REFERENCES runs(id),\n"
+    "  name          TEXT NOT NULL,\n"
+    "  bandwidth_Bps REAL,\n"
+    "  rtt_ms        REAL NOT NULL,\n"
+    "  PRIMARY KEY (run_id, name)\n"
+    ");\n"
+    "CREATE TABLE results (\n"
+    "  id              INTEGER PRIMARY KEY,\n"
+    "  run_id          INTEGER NOT NULL REFERENCES runs(id),\n"
+    "  scenario        TEXT NOT NULL,\n"
+    "  link            TEXT NOT NULL,\n"
+    "  layer           TEXT NOT NULL,\n"
+    "  mode            TEXT NOT NULL,\n"
+    "  records_per_msg INTEGER NOT NULL,\n"
+    "  payload_bytes   INTEGER NOT NULL,\n"
+    "  concurrency     INTEGER NOT NULL DEFAULT 1,\n"
+    "  batch_bytes     INTEGER,\n"
+    "  record_bytes    INTEGER NOT NULL,\n"
+    "  seconds         REAL NOT NULL,\n"
+    "  messages        INTEGER NOT NULL,\n"
+    "  records         INTEGER NOT NULL,\n"
+    "  bytes           INTEGER NOT NULL,\n"
+    "  records_per_s   REAL NOT NULL,\n"
+    "  bytes_per_s     REAL NOT NULL,\n"
+    "  link_share      REAL,\n"
+    "  lat_p50_us      REAL, lat_p99_us REAL, lat_p999_us REAL,\n"
+    "  lost            INTEGER NOT NULL DEFAULT 0,\n"
+    "  failed          INTEGER NOT NULL DEFAULT 0,\n"
+    "  error           TEXT,\n"
+    "  cpu_s_per_gb    REAL,\n"
+    "  spread          REAL\n"
+    ");\n"
+    "CREATE INDEX results_run ON results(run_id);\n"
+    "INSERT INTO runs (started_at, finished_at, tern_version, config, status) VALUES"
+    " ('2026-02-01T00:00:00Z', NULL, '0.1.0', '{}', 'running');"
+    "INSERT INTO results (run_id, scenario, link, layer, mode, records_per_msg, payload_bytes,"
+    " record_bytes, seconds, messages, records, bytes, records_per_s, bytes_per_s, spread)"
+    " VALUES (1, 'fanin', 'lan', 'tern', 'batched', 1, 64, 64, 1, 10, 10, 640, 10, 640, 1.5);"
+    "PRAGMA user_version = 2;";
 
 static char path[64];
 
@@ -111,7 +164,7 @@ has_column(const char *table, const char *column)
 }
 
 static void
-creates_version_2(void **state)
+creates_version_3(void **state)
 {
 	char err[256];
 	store *st;
@@ -120,13 +173,17 @@ creates_version_2(void **state)
 	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
 	assert_int_equal(store_schema_version(st), STORE_SCHEMA_VERSION);
 	store_close(st);
-	assert_int_equal(query_int("PRAGMA user_version"), 2);
+	assert_int_equal(query_int("PRAGMA user_version"), 3);
 	assert_int_equal(has_column("runs", "status"), 1);
 	assert_int_equal(has_column("results", "failed"), 1);
 	assert_int_equal(has_column("results", "error"), 1);
 	assert_int_equal(has_column("results", "cpu_s_per_gb"), 1);
 	assert_int_equal(has_column("results", "lat_p999_us"), 1);
 	assert_int_equal(has_column("links", "bandwidth_Bps"), 1);
+	assert_int_equal(has_column("runs", "tern_commit"), 1);
+	assert_int_equal(has_column("runs", "env"), 1);
+	assert_int_equal(has_column("results", "repeat"), 1);
+	assert_int_equal(has_column("results", "rate"), 1);
 	/* WAL mode is a property of the file: a reader sees it too. */
 	{
 		sqlite3 *db;
@@ -143,7 +200,7 @@ creates_version_2(void **state)
 	/* Opening again changes nothing. */
 	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
 	store_close(st);
-	assert_int_equal(query_int("PRAGMA user_version"), 2);
+	assert_int_equal(query_int("PRAGMA user_version"), 3);
 }
 
 static void
@@ -157,7 +214,7 @@ migrates_version_1(void **state)
 	assert_int_equal(has_column("results", "failed"), 0);
 	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
 	store_close(st);
-	assert_int_equal(query_int("PRAGMA user_version"), 2);
+	assert_int_equal(query_int("PRAGMA user_version"), 3);
 	assert_int_equal(has_column("runs", "status"), 1);
 	assert_int_equal(has_column("results", "failed"), 1);
 	assert_int_equal(has_column("results", "error"), 1);
@@ -167,6 +224,36 @@ migrates_version_1(void **state)
 	assert_int_equal(query_int("SELECT failed FROM results"), 0);
 	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='finished'"), 1);
 	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='interrupted'"), 1);
+	assert_int_equal(has_column("runs", "kernel"), 1);
+	assert_int_equal(query_int("SELECT repeat FROM results"), 0);
+}
+
+static void
+migrates_version_2(void **state)
+{
+	char err[256];
+	store *st;
+
+	(void)state;
+	exec_sql(schema_v2);
+	assert_int_equal(has_column("results", "repeat"), 0);
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
+	store_close(st);
+	assert_int_equal(query_int("PRAGMA user_version"), 3);
+	assert_int_equal(has_column("runs", "cpu_model"), 1);
+	assert_int_equal(has_column("runs", "kernel"), 1);
+	assert_int_equal(has_column("runs", "compiler"), 1);
+	assert_int_equal(has_column("runs", "build_type"), 1);
+	assert_int_equal(has_column("runs", "tern_commit"), 1);
+	assert_int_equal(has_column("runs", "env"), 1);
+	assert_int_equal(has_column("results", "rate"), 1);
+	/* Rows kept; a version-2 status is real and stays as it was. */
+	assert_int_equal(query_int("SELECT count(*) FROM results WHERE repeat=0 AND spread=1.5 "
+	                           "AND rate IS NULL"),
+	                 1);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='running' AND "
+	                           "tern_commit IS NULL"),
+	                 1);
 }
 
 static void
@@ -199,7 +286,11 @@ writes_a_run(void **state)
 	                      .cpu = "c",
 	                      .cores = 2,
 	                      .note = "n",
-	                      .config_json = "{}"};
+	                      .config_json = "{}",
+	                      .kernel = "Linux 6.1",
+	                      .tern_commit = "abc123",
+	                      .env_json = "{\"governor\":\"performance\"}",
+	                      .pid = 42};
 	char err[256];
 	int64_t id;
 	store *st;
@@ -220,6 +311,8 @@ writes_a_run(void **state)
 	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status='running' AND "
 	                           "finished_at IS NULL"),
 	                 1);
+	c.repeat = 2;
+	c.rate = 5000;
 	r.failed = true;
 	snprintf(r.error, sizeof(r.error), "sender 0: records 1 to 1 lost");
 	assert_int_equal(store_result(st, id, &c, &r, err, sizeof(err)), 0);
@@ -237,14 +330,22 @@ writes_a_run(void **state)
 	assert_int_equal(query_int("SELECT count(*) FROM links WHERE name='wifi' AND "
 	                           "bandwidth_Bps=12000000"),
 	                 1);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE kernel='Linux 6.1' AND "
+	                           "tern_commit='abc123' AND pid=42 AND compiler IS NULL AND "
+	                           "json_extract(env, '$.governor')='performance'"),
+	                 1);
+	assert_int_equal(query_int("SELECT count(*) FROM results WHERE repeat=2 AND rate=5000"), 1);
+	assert_int_equal(query_int("SELECT count(*) FROM results WHERE repeat=0 AND rate IS NULL"),
+	                 1);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(creates_version_2, setup, teardown),
+	    cmocka_unit_test_setup_teardown(creates_version_3, setup, teardown),
 	    cmocka_unit_test_setup_teardown(migrates_version_1, setup, teardown),
+	    cmocka_unit_test_setup_teardown(migrates_version_2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(refuses_a_newer_version, setup, teardown),
 	    cmocka_unit_test_setup_teardown(writes_a_run, setup, teardown),
 	};
