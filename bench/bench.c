@@ -7,6 +7,7 @@
  * Ctrl-C ends the process at once.
  */
 #include "bench.h"
+#include "commands.h"
 #include "matrix.h"
 #include "record.h"
 #include "runenv.h"
@@ -45,6 +46,7 @@ out_writable(const char *path)
 
 static const char usage[] =
     "usage: tern bench [OPTIONS]\n"
+    "       tern bench compare A B [--db FILE] [--threshold PCT] [--format table|json]\n"
     "Measures records/s from a sender to a receiver for each link, scenario, layer,\n"
     "mode and size; stores the run in SQLite and prints a table per link.\n"
     "\n"
@@ -661,6 +663,9 @@ bench_main(int argc, char **argv)
 	struct sigaction old_pipe;
 	int rc;
 
+	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
+		return bench_compare_main(argc - 1, argv + 1);
+	}
 	memset(&run, 0, sizeof(run));
 	rc = parse_args(&run.cfg, argc, argv);
 	if (rc != 0) {

@@ -88,9 +88,6 @@ env_json(void)
 	if (proc_field("/proc/meminfo", "MemTotal", v, sizeof(v)) == 0) {
 		cJSON_AddStringToObject(o, "mem_total", v);
 	}
-	if (proc_field("/proc/meminfo", "MemAvailable", v, sizeof(v)) == 0) {
-		cJSON_AddStringToObject(o, "mem_available", v);
-	}
 	/* Other work on a shared machine is the first suspect of a slow run. */
 	if (getloadavg(load, 1) == 1) {
 		cJSON_AddNumberToObject(o, "load_1m", load[0]);
