@@ -47,6 +47,8 @@ out_writable(const char *path)
 static const char usage[] =
     "usage: tern bench [OPTIONS]\n"
     "       tern bench compare A B [--db FILE] [--threshold PCT] [--format table|json]\n"
+    "       tern bench export RUN --out FILE.json [--db FILE]\n"
+    "       tern bench import FILE.json [--db FILE]\n"
     "Measures records/s from a sender to a receiver for each link, scenario, layer,\n"
     "mode and size; stores the run in SQLite and prints a table per link.\n"
     "\n"
@@ -665,6 +667,12 @@ bench_main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "compare") == 0) {
 		return bench_compare_main(argc - 1, argv + 1);
+	}
+	if (argc > 1 && strcmp(argv[1], "export") == 0) {
+		return bench_export_main(argc - 1, argv + 1);
+	}
+	if (argc > 1 && strcmp(argv[1], "import") == 0) {
+		return bench_import_main(argc - 1, argv + 1);
 	}
 	memset(&run, 0, sizeof(run));
 	rc = parse_args(&run.cfg, argc, argv);

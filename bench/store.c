@@ -263,6 +263,12 @@ store_schema_version(store *st)
 	return v;
 }
 
+struct sqlite3 *
+store_handle(store *st)
+{
+	return st->db;
+}
+
 void
 store_now_iso(char *buf, size_t len)
 {

@@ -53,6 +53,10 @@ int store_result(store *st, int64_t run_id, const struct cell *c, const struct c
 /* status: "finished", "failed" or "interrupted"; sets finished_at. */
 int store_run_end(store *st, int64_t run_id, const char *status, char *err, size_t err_len);
 
+/* The database handle, for the modules that read or copy whole runs
+ * (exchange.c); valid until store_close. */
+struct sqlite3 *store_handle(store *st);
+
 /* The time now as ISO 8601 UTC, e.g. 2026-12-02T10:11:12Z. */
 void store_now_iso(char *buf, size_t len);
 
