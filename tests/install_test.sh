@@ -2,7 +2,8 @@
 # cmake --install puts libtern, tern/tern.h and tern.pc in a prefix, and a
 # program builds against them with nothing but pkg-config. The installed tern
 # finds its helper tern-bench in the prefix it was installed to, and does not
-# itself load the libraries only the helpers need.
+# itself load the libraries only the helpers need. An installed tern bench
+# knows the commit it was built from and stores it with each run.
 set -euo pipefail
 build=$1; src=$2; cflags=${3:-}
 prefix=$(mktemp -d)
@@ -30,3 +31,16 @@ if ldd "$tern" | grep -E 'libwebsockets|libsqlite3|libssl|libcrypto'; then
 	exit 1
 fi
 echo "installed tern runs tern bench from its prefix"
+# The commit comes from the build, not from a source tree at run time. (The
+# tree may have moved on since the build, so the test asks for a commit id,
+# not for the current one.)
+want='[0-9a-f]{12}(-dirty)?'
+git -C "$src" rev-parse HEAD >/dev/null 2>&1 || want=unknown
+(cd "$prefix" && "$tern" bench --scenarios stream --links loopback --layers tcp --modes batched \
+	--records 1 --duration 0.05 --db "$prefix/b.db" >/dev/null 2>&1) ||
+	{ echo "installed tern bench could not run one cell"; exit 1; }
+run=$("$tern" bench export latest --out - --db "$prefix/b.db")
+commit=$(grep -oE '"tern_commit":[[:space:]]*"[^"]*"' <<<"$run" | sed 's/.*"\([^"]*\)"$/\1/')
+grep -qxE "$want" <<<"$commit" ||
+	{ echo "installed tern bench stored commit '$commit', expected $want"; exit 1; }
+echo "installed tern bench stores commit $commit"
