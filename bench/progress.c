@@ -8,6 +8,7 @@
 #include "net.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 static uint64_t started_ns;
@@ -48,7 +49,7 @@ progress_cell(const struct bench_run *run, size_t i)
 	double done_est = 0;
 	double left_est = 0;
 	double left;
-	char label[128];
+	char label[160];
 	char e[32];
 	char l[32];
 	size_t j;
@@ -63,6 +64,12 @@ progress_cell(const struct bench_run *run, size_t i)
 	/* Scale the estimate by how fast the cells so far went. */
 	left = done_est > 0 && elapsed > 0 ? left_est * elapsed / done_est : left_est;
 	matrix_cell_label(&run->cells[i], label, sizeof(label));
+	if (run->cfg.repeat > 1) {
+		size_t n = strlen(label);
+
+		snprintf(label + n, sizeof(label) - n, " (repeat %u/%u)", run->cells[i].repeat + 1,
+		         run->cfg.repeat);
+	}
 	fmt_time(elapsed, e, sizeof(e));
 	fmt_time(left, l, sizeof(l));
 	if (tty) {
