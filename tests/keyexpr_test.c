@@ -62,6 +62,19 @@ static const struct match_case matches[] = {
     {"abc", "ab", false},
     {"a/*/*", "a/b/c", true},
     {"a/*/*", "a/b", false},
+    /* a chunk starting with '@' is matched only by name, never by a wildcard */
+    {"**", "@tern/n1/stats", false},
+    {"*/n1/stats", "@tern/n1/stats", false},
+    {"*/**", "@tern/n1/stats", false},
+    {"@tern/**", "@tern/n1/stats", true},
+    {"@tern/*/stats", "@tern/n1/stats", true},
+    {"@tern/n1/stats", "@tern/n1/stats", true},
+    {"@tern/**", "@other/n1", false},
+    {"a/**", "a/@x", false},
+    {"a/*", "a/@x", false},
+    {"a/@x", "a/@x", true},
+    {"a/**/c", "a/@x/c", false},
+    {"a/**", "a/b@x", true}, /* only a leading '@' reserves a chunk */
 };
 
 static void
@@ -132,6 +145,12 @@ test_intersect(void **state)
 	assert_false(tern_keyexpr_intersect("a/*", "b/*"));
 	assert_false(tern_keyexpr_intersect("a/*/c", "a/b"));
 	assert_true(tern_keyexpr_intersect("a/**/c", "a/*/*/c"));
+	/* telemetry is seen only by a subscription that names "@tern" */
+	assert_false(tern_keyexpr_intersect("**", "@tern/**"));
+	assert_false(tern_keyexpr_intersect("*/**", "@tern/n1/stats"));
+	assert_true(tern_keyexpr_intersect("@tern/**", "@tern/*/stats"));
+	/* no key is matched by both: "**" matches no "@" chunk */
+	assert_false(tern_keyexpr_intersect("@tern/**", "**"));
 }
 
 int

@@ -96,11 +96,23 @@ tern__key_check(const char *s, size_t len, bool allow_wildcards)
 	return 0;
 }
 
+/* A chunk that starts with '@' is reserved (tern's own keys, "@tern/..."):
+ * only the same chunk matches it, never a wildcard, so a subscriber sees
+ * telemetry only when it asks for it by name. */
+static bool
+reserved(const struct chunks *c, int i)
+{
+	return c->len[i] > 0 && c->p[i][0] == '@';
+}
+
 static bool
 chunks_meet(const struct chunks *a, int i, const struct chunks *b, int j)
 {
-	if (chunk_kind(a->p[i], a->len[i]) == 1 || chunk_kind(b->p[j], b->len[j]) == 1) {
-		return true;
+	bool a_star = chunk_kind(a->p[i], a->len[i]) == 1;
+	bool b_star = chunk_kind(b->p[j], b->len[j]) == 1;
+
+	if (a_star || b_star) {
+		return (a_star && b_star) || (a_star ? !reserved(b, j) : !reserved(a, i));
 	}
 	return a->len[i] == b->len[j] && memcmp(a->p[i], b->p[j], a->len[i]) == 0;
 }
@@ -123,9 +135,9 @@ chunks_intersect(const struct chunks *a, const struct chunks *b)
 			if (i == a->n && j == b->n) {
 				r = true;
 			} else if (a_dd) {
-				r = ok[i + 1][j] || (j < b->n && ok[i][j + 1]);
+				r = ok[i + 1][j] || (j < b->n && !reserved(b, j) && ok[i][j + 1]);
 			} else if (b_dd) {
-				r = ok[i][j + 1] || (i < a->n && ok[i + 1][j]);
+				r = ok[i][j + 1] || (i < a->n && !reserved(a, i) && ok[i + 1][j]);
 			} else if (i == a->n || j == b->n) {
 				r = false;
 			} else {
