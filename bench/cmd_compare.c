@@ -48,8 +48,9 @@ parse_number(const char *opt, const char *s, double lo, double hi, double *out)
 	double v = strtod(s, &end);
 
 	if (*s == '\0' || *end != '\0' || !(v > lo) || !(v < hi)) {
-		fprintf(stderr, "tern bench compare: %s %s: expected a number above %g and below %g\n",
-		        opt, s, lo, hi);
+		fprintf(stderr,
+		        "tern bench compare: %s %s: expected a number above %g and below %g\n", opt,
+		        s, lo, hi);
 		return -1;
 	}
 	*out = v;
@@ -93,7 +94,8 @@ bench_compare_main(int argc, char **argv)
 			path = optarg;
 			break;
 		case OPT_THRESHOLD:
-			if (parse_number("--threshold", optarg, -1e-300, 1e6, &o.threshold_pct) != 0) {
+			if (parse_number("--threshold", optarg, -1e-300, 1e6, &o.threshold_pct) !=
+			    0) {
 				return BENCH_EXIT_USAGE;
 			}
 			break;
@@ -104,7 +106,8 @@ bench_compare_main(int argc, char **argv)
 			break;
 		case OPT_FORMAT:
 			if (strcmp(optarg, "json") != 0 && strcmp(optarg, "table") != 0) {
-				fprintf(stderr, "tern bench compare: --format %s: expected table or json\n",
+				fprintf(stderr,
+				        "tern bench compare: --format %s: expected table or json\n",
 				        optarg);
 				return BENCH_EXIT_USAGE;
 			}

@@ -61,8 +61,8 @@ has_column(sqlite3 *db, const char *table, const char *column)
 	sqlite3_stmt *s;
 	bool found = false;
 
-	snprintf(sql, sizeof(sql), "SELECT 1 FROM pragma_table_info('%s') WHERE name = '%s'",
-	         table, column);
+	snprintf(sql, sizeof(sql), "SELECT 1 FROM pragma_table_info('%s') WHERE name = '%s'", table,
+	         column);
 	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK) {
 		found = sqlite3_step(s) == SQLITE_ROW;
 		sqlite3_finalize(s);
@@ -145,8 +145,8 @@ load_rows(sqlite3 *db, int64_t run, struct rows *out, char *err, size_t err_len)
 		r->key.rate = sqlite3_column_double(s, 8);
 		set_metric(&r->key);
 		r->value = sqlite3_column_double(s, strcmp(r->key.metric, "bytes_per_s") == 0 ? 10
-		                                    : r->key.higher_is_better               ? 9
-		                                                                            : 11);
+		                                    : r->key.higher_is_better                 ? 9
+		                                                                              : 11);
 		r->failed = sqlite3_column_int(s, 12) != 0 ||
 		            (!r->key.higher_is_better && sqlite3_column_type(s, 11) == SQLITE_NULL);
 		r->order = sqlite3_column_int64(s, 13);
@@ -253,8 +253,8 @@ merge(const struct rows *ra, const struct rows *rb, const struct compare_opts *o
 			stats_describe(va, na, &cell->a);
 			stats_describe(vb, nb, &cell->b);
 			judge(cell, o);
-			out->regressions += cell->verdict == COMPARE_REGRESSION ||
-			                    cell->verdict == COMPARE_FAILED;
+			out->regressions +=
+			    cell->verdict == COMPARE_REGRESSION || cell->verdict == COMPARE_FAILED;
 			out->improvements += cell->verdict == COMPARE_IMPROVEMENT;
 			out->untested += !cell->tested;
 		}
@@ -500,7 +500,8 @@ compare_runs(sqlite3 *db, int64_t a, int64_t b, const struct compare_opts *o,
 	out->run_b = b;
 	out->threshold_pct = opts.threshold_pct;
 	out->alpha = opts.alpha;
-	if (load_run(db, a, &run_a, err, err_len) != 0 || load_run(db, b, &run_b, err, err_len) != 0 ||
+	if (load_run(db, a, &run_a, err, err_len) != 0 ||
+	    load_run(db, b, &run_b, err, err_len) != 0 ||
 	    load_rows(db, a, &ra, err, err_len) != 0 || load_rows(db, b, &rb, err, err_len) != 0) {
 		goto done;
 	}
@@ -779,8 +780,9 @@ compare_report_table(FILE *out, const struct compare_report *r)
 			snprintf(p, sizeof(p), "-");
 		}
 		snprintf(n, sizeof(n), "%zu/%zu", c->a.n, c->b.n);
-		fprintf(out, "%-48s %-7s %14s %14s %8s %7s %5s  %s%s\n", label, metric_unit(c->metric),
-		        sa, sb, change, p, n, compare_verdict_name(c->verdict),
+		fprintf(out, "%-48s %-7s %14s %14s %8s %7s %5s  %s%s\n", label,
+		        metric_unit(c->metric), sa, sb, change, p, n,
+		        compare_verdict_name(c->verdict),
 		        c->tested || c->verdict == COMPARE_FAILED ? "" : " (one sample: untested)");
 	}
 	fprintf(out,

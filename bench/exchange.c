@@ -56,7 +56,8 @@ rows_json(sqlite3 *db, const char *sql, int64_t run, const char *skip1, const ch
 			}
 			switch (sqlite3_column_type(s, i)) {
 			case SQLITE_INTEGER:
-				cJSON_AddNumberToObject(o, name, (double)sqlite3_column_int64(s, i));
+				cJSON_AddNumberToObject(o, name,
+				                        (double)sqlite3_column_int64(s, i));
 				break;
 			case SQLITE_FLOAT:
 				cJSON_AddNumberToObject(o, name, sqlite3_column_double(s, i));
@@ -65,7 +66,8 @@ rows_json(sqlite3 *db, const char *sql, int64_t run, const char *skip1, const ch
 				cJSON_AddNullToObject(o, name);
 				break;
 			default:
-				cJSON_AddStringToObject(o, name, (const char *)sqlite3_column_text(s, i));
+				cJSON_AddStringToObject(o, name,
+				                        (const char *)sqlite3_column_text(s, i));
 				break;
 			}
 		}
@@ -84,8 +86,8 @@ static cJSON *
 export_run(sqlite3 *db, int64_t run, char *err, size_t err_len)
 {
 	cJSON *o = cJSON_CreateObject();
-	cJSON *runs = rows_json(db, "SELECT * FROM runs WHERE id = ?", run, "id", "id", err,
-	                        err_len);
+	cJSON *runs =
+	    rows_json(db, "SELECT * FROM runs WHERE id = ?", run, "id", "id", err, err_len);
 	cJSON *links = NULL;
 	cJSON *results = NULL;
 
@@ -152,8 +154,8 @@ static const struct option xopts[] = {
 
 /* Parse --db, --out and --help; the one positional argument in *arg. */
 static int
-parse(const char *cmd, const char *usage, int argc, char **argv, const char **db,
-      const char **out, const char **arg)
+parse(const char *cmd, const char *usage, int argc, char **argv, const char **db, const char **out,
+      const char **arg)
 {
 	int c;
 
@@ -303,7 +305,8 @@ insert_row(sqlite3 *db, const char *table, const cJSON *row, int64_t run_id, int
 	{
 		if (strcmp(it->string, "id") == 0 || strcmp(it->string, "run_id") == 0 ||
 		    !table_has(db, table, it->string)) {
-			*unknown += strcmp(it->string, "id") != 0 && strcmp(it->string, "run_id") != 0;
+			*unknown +=
+			    strcmp(it->string, "id") != 0 && strcmp(it->string, "run_id") != 0;
 			continue;
 		}
 		if (cl + strlen(it->string) + 4 >= sizeof(cols) || ml + 3 >= sizeof(marks)) {
@@ -347,8 +350,7 @@ insert_row(sqlite3 *db, const char *table, const cJSON *row, int64_t run_id, int
 }
 
 static int
-import_json(sqlite3 *db, const cJSON *j, int64_t *run_id, int *unknown, char *err,
-            size_t err_len)
+import_json(sqlite3 *db, const cJSON *j, int64_t *run_id, int *unknown, char *err, size_t err_len)
 {
 	const cJSON *format = cJSON_GetObjectItemCaseSensitive(j, "format");
 	const cJSON *version = cJSON_GetObjectItemCaseSensitive(j, "version");
@@ -409,9 +411,10 @@ read_file(const char *path, char *err, size_t err_len)
 			char *nb;
 
 			cap = cap ? cap * 2 : 1 << 20;
-			if (cap > (size_t)IMPORT_MAX_BYTES + 1 || (nb = realloc(buf, cap + 1)) == NULL) {
-				snprintf(err, err_len, "%s: larger than %ld MiB: not a run file", path,
-				         IMPORT_MAX_BYTES >> 20);
+			if (cap > (size_t)IMPORT_MAX_BYTES + 1 ||
+			    (nb = realloc(buf, cap + 1)) == NULL) {
+				snprintf(err, err_len, "%s: larger than %ld MiB: not a run file",
+				         path, IMPORT_MAX_BYTES >> 20);
 				free(buf);
 				buf = NULL;
 				break;
@@ -483,7 +486,8 @@ bench_import_main(int argc, char **argv)
 		fprintf(stderr, "tern bench import: %s: %s (nothing imported)\n", file, err);
 	} else {
 		fprintf(stderr, "tern bench import: %s is run %lld in %s%s\n", file, (long long)run,
-		        path, unknown ? " (values of columns this database lacks were left out)" : "");
+		        path,
+		        unknown ? " (values of columns this database lacks were left out)" : "");
 	}
 	store_close(st);
 	cJSON_Delete(j);

@@ -23,10 +23,10 @@
 static int
 run_bench(const char *db, const char *link)
 {
-	char *argv[] = {"bench",     "--scenarios", "stream", "--link",   (char *)link,
-	                "--links",   "slow",        "--layers", "tcp,tern", "--modes",
-	                "batched",   "--records",   "16",     "--repeat", "3",
-	                "--duration", "0.3",        "--db",   (char *)db, NULL};
+	char *argv[] = {"bench",      "--scenarios", "stream",   "--link",   (char *)link,
+	                "--links",    "slow",        "--layers", "tcp,tern", "--modes",
+	                "batched",    "--records",   "16",       "--repeat", "3",
+	                "--duration", "0.3",         "--db",     (char *)db, NULL};
 
 	return bench_main(19, argv);
 }
@@ -138,7 +138,8 @@ add_cell(store *st, int64_t run, struct bench_link *l, uint32_t records, const d
 		res.bytes = 6400;
 		res.records_per_s = rps[i];
 		res.bytes_per_s = rps[i] * 64;
-		res.link_share = res.lat_p50_us = res.lat_p99_us = res.lat_p999_us = res.spread = -1;
+		res.link_share = res.lat_p50_us = res.lat_p99_us = res.lat_p999_us = res.spread =
+		    -1;
 		res.failed = failed;
 		if (failed) {
 			snprintf(res.error, sizeof(res.error), "sender 0: records 1 to 1 lost");

@@ -41,8 +41,9 @@ dump(const char *db, const char *table, int64_t run)
 				continue;
 			}
 			t = sqlite3_column_text(s, i);
-			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s=%d:%s|", name,
-			                        sqlite3_column_type(s, i), t ? (const char *)t : "");
+			len +=
+			    (size_t)snprintf(buf + len, sizeof(buf) - len, "%s=%d:%s|", name,
+			                     sqlite3_column_type(s, i), t ? (const char *)t : "");
 			assert_true(len < sizeof(buf));
 		}
 		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "\n");
@@ -104,7 +105,8 @@ write_run(const char *db)
 		c.repeat = (uint32_t)i;
 		c.rate = i == 2 ? 48828.125 : 0;
 		r.failed = i == 1;
-		snprintf(r.error, sizeof(r.error), "sender 0: record 7 came after 9 (\"reordered\")");
+		snprintf(r.error, sizeof(r.error),
+		         "sender 0: record 7 came after 9 (\"reordered\")");
 		assert_int_equal(store_result(st, id, &c, &r, err, sizeof(err)), 0);
 	}
 	assert_int_equal(store_run_end(st, id, "failed", err, sizeof(err)), 0);
@@ -161,7 +163,8 @@ broken_files_import_nothing(void **state)
 	    "{\"format\":\"tern-bench-run\",\"version\":99,\"run\":{},\"links\":[],\"results\":[]}",
 	    /* the run goes in, then a result lacks what the schema needs: rolled back */
 	    "{\"format\":\"tern-bench-run\",\"version\":1,\"run\":{\"started_at\":\"x\","
-	    "\"tern_version\":\"0\",\"config\":\"{}\"},\"links\":[],\"results\":[{\"link\":\"x\"}]}",
+	    "\"tern_version\":\"0\",\"config\":\"{}\"},\"links\":[],\"results\":[{\"link\":\"x\"}]"
+	    "}",
 	};
 	size_t i;
 

@@ -135,10 +135,8 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(describes_a_sample),
-	    cmocka_unit_test(t_tail_matches_closed_forms),
-	    cmocka_unit_test(betai_symmetry),
-	    cmocka_unit_test(welch_reference_values),
+	    cmocka_unit_test(describes_a_sample), cmocka_unit_test(t_tail_matches_closed_forms),
+	    cmocka_unit_test(betai_symmetry),     cmocka_unit_test(welch_reference_values),
 	    cmocka_unit_test(welch_edge_cases),
 	};
 

@@ -230,10 +230,11 @@ size_t tern_node_stats_json(tern_node *node, char *buf, size_t len);
 /*
  * Key expressions. A key is "/"-separated non-empty chunks without wildcards;
  * a key expression may use "*" (exactly one chunk) and "**" (zero or more).
- * A chunk that starts with '@' is reserved for tern's own keys ("@tern/...")
- * and matched only by name: no wildcard matches it, so "**" never delivers
- * telemetry and "@tern/**" asks for it. The check functions return 0 or TERN_EKEY (tern_last_error() names the key
- * and the fault).
+ * A chunk that starts with '@' is reserved for tern's own keys (telemetry
+ * under "@tern") and matched only by name: no wildcard matches it, so "**"
+ * never delivers telemetry; a subscription must name "@tern" to get it.
+ * The check functions return 0 or TERN_EKEY (tern_last_error() names the
+ * key and the fault).
  */
 int tern_key_check(const char *key);
 int tern_keyexpr_check(const char *keyexpr);
