@@ -68,6 +68,8 @@ static const struct key_spec key_specs[] = {
     {"reconnect", KIND_OBJECT, 0, 0, 0},
     {"reconnect.initial_ms", KIND_U32, FIELD(reconnect_initial_ms), 1, 600000},
     {"reconnect.max_ms", KIND_U32, FIELD(reconnect_max_ms), 1, 3600000},
+    {"telemetry", KIND_OBJECT, 0, 0, 0},
+    {"telemetry.interval_ms", KIND_U32, FIELD(telemetry_interval_ms), 0, 3600000},
     {"log", KIND_LOG, 0, 0, 0},
 };
 
@@ -668,6 +670,12 @@ config_parse(node_config *nc, const char *text, size_t len, const char *name, ch
 		        name, nc->tern.reconnect_initial_ms, nc->tern.reconnect_max_ms);
 		return TERN_EINVAL;
 	}
+	if (nc->tern.telemetry_interval_ms > 0 && nc->tern.telemetry_interval_ms < 10) {
+		set_err(err, errlen,
+		        "%s: key \"telemetry.interval_ms\": %u is below 10 (0 turns telemetry off)",
+		        name, nc->tern.telemetry_interval_ms);
+		return TERN_EINVAL;
+	}
 	return 0;
 }
 
@@ -751,9 +759,12 @@ config_to_json(const node_config *nc)
 	cJSON *batching = cJSON_CreateObject();
 	cJSON *queue = cJSON_CreateObject();
 	cJSON *reconnect = cJSON_CreateObject();
+	cJSON *telemetry = cJSON_CreateObject();
 	char *text = NULL;
 
-	if (root == NULL || batching == NULL || queue == NULL || reconnect == NULL) {
+	if (root == NULL || batching == NULL || queue == NULL || reconnect == NULL ||
+	    telemetry == NULL) {
+		cJSON_Delete(telemetry);
 		cJSON_Delete(root);
 		cJSON_Delete(batching);
 		cJSON_Delete(queue);
@@ -782,6 +793,8 @@ config_to_json(const node_config *nc)
 	cJSON_AddNumberToObject(reconnect, "initial_ms", tc->reconnect_initial_ms);
 	cJSON_AddNumberToObject(reconnect, "max_ms", tc->reconnect_max_ms);
 	cJSON_AddItemToObject(root, "reconnect", reconnect);
+	cJSON_AddNumberToObject(telemetry, "interval_ms", tc->telemetry_interval_ms);
+	cJSON_AddItemToObject(root, "telemetry", telemetry);
 	cJSON_AddStringToObject(root, "log", config_log_name(tc->log_level));
 	text = cJSON_Print(root);
 	cJSON_Delete(root);

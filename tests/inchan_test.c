@@ -22,6 +22,7 @@
 
 struct msg {
 	uint64_t seq;
+	uint64_t stamp;
 	uint8_t *data;
 	size_t len;
 	bool whole;
@@ -48,8 +49,8 @@ struct rec {
 };
 
 static bool
-on_deliver(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len, uint8_t **heap,
-           bool whole)
+on_deliver(void *arg, void *from, uint64_t seq, uint64_t stamp, const uint8_t *data, size_t len,
+           uint8_t **heap, bool whole)
 {
 	struct rec *r = arg;
 
@@ -61,6 +62,7 @@ on_deliver(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len,
 	assert_true(r->n < MAXREC);
 	struct msg *m = &r->msg[r->n++];
 	m->seq = seq;
+	m->stamp = stamp;
 	m->len = len;
 	m->whole = whole;
 	m->heap = heap != NULL && *heap != NULL;
@@ -285,6 +287,46 @@ test_backlog_keeps_order(void **state)
 	assert_msg(&r, 4, 6, m[4], 100, true);
 	assert_true(inchan_ack(in, &grant, &consumed));
 	assert_int_equal(consumed, bytes);
+	done(in, &r);
+}
+
+/* A message's publish stamp reaches the taker with it: from a data frame,
+ * from the first chunk of a chunked one (the later chunks carry none), and
+ * from frames that waited in the backlog. */
+static void
+test_stamps_reach_the_taker(void **state)
+{
+	struct rec r;
+	struct inchan *in = chan(&r, 3, 1 << 20, 1 << 20);
+	uint8_t m[300];
+	struct wire_frame f;
+	size_t hlen;
+	(void)state;
+
+	fill(m, sizeof(m), 1);
+	f = frame(WIRE_DATA, WIRE_FLAG_STAMP, 3, 0, 0, 50, &hlen);
+	f.stamp = 111;
+	assert_int_equal(inchan_receive(in, &f, hlen, m, &lim), 1);
+	assert_int_equal(data(in, 0, m, 50, NULL), 1); /* no stamp */
+	/* the taker is full: a stamped frame and a stamped chunked message wait */
+	r.refuse = true;
+	f.stamp = 222;
+	assert_int_equal(inchan_receive(in, &f, hlen, m, &lim), 0);
+	f = frame(WIRE_CHUNK, WIRE_FLAG_FIRST | WIRE_FLAG_STAMP, 3, 0, 300, 100, &hlen);
+	f.stamp = 333;
+	assert_int_equal(inchan_receive(in, &f, hlen, m, &lim), 0);
+	assert_int_equal(chunk(in, 0, 0, 0, m + 100, 100, NULL), 0);
+	assert_int_equal(chunk(in, WIRE_FLAG_LAST, 0, 0, m + 200, 100, NULL), 0);
+	r.refuse = false;
+	assert_int_equal(inchan_retry(in, &lim), 1);
+	/* an unstamped chunked message after a stamped one has no stamp */
+	assert_int_equal(chunk(in, WIRE_FLAG_FIRST, 0, 200, m, 100, NULL), 1);
+	assert_int_equal(chunk(in, WIRE_FLAG_LAST, 0, 0, m + 100, 100, NULL), 1);
+	assert_int_equal(r.n, 5);
+	assert_true(r.msg[0].stamp == 111 && r.msg[1].stamp == 0 && r.msg[2].stamp == 222);
+	assert_msg(&r, 3, 4, m, 300, false);
+	assert_true(r.msg[3].stamp == 333);
+	assert_true(r.msg[4].stamp == 0);
 	done(in, &r);
 }
 
@@ -646,17 +688,12 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    T(test_data_delivered_in_order),
-	    T(test_backlog_keeps_order),
-	    T(test_reassembly_across_channels),
-	    T(test_forwarded_then_delivered),
-	    T(test_subscriber_arrives_mid_message),
-	    T(test_duplicate_skipped),
-	    T(test_credit_window),
-	    T(test_blocked_grows_the_window),
-	    T(test_blocked_before_round_trip),
-	    T(test_blocked_before_its_data),
-	    T(test_max_message),
+	    T(test_data_delivered_in_order),  T(test_backlog_keeps_order),
+	    T(test_stamps_reach_the_taker),   T(test_reassembly_across_channels),
+	    T(test_forwarded_then_delivered), T(test_subscriber_arrives_mid_message),
+	    T(test_duplicate_skipped),        T(test_credit_window),
+	    T(test_blocked_grows_the_window), T(test_blocked_before_round_trip),
+	    T(test_blocked_before_its_data),  T(test_max_message),
 	};
 	return cmocka_run_group_tests_name("inchan", tests, NULL, NULL);
 }

@@ -71,9 +71,9 @@ test_preamble(void **state)
 	wire_preamble_encode(p);
 	assert_int_equal(wire_preamble_decode(p, &version), 0);
 	assert_int_equal(version, TERN_PROTOCOL_VERSION);
-	p[4] = 2;
+	p[4] = TERN_PROTOCOL_VERSION + 1;
 	assert_int_equal(wire_preamble_decode(p, &version), TERN_EVERSION);
-	assert_int_equal(version, 2);
+	assert_int_equal(version, TERN_PROTOCOL_VERSION + 1);
 	memcpy(p, "HTTP", 4);
 	assert_int_equal(wire_preamble_decode(p, &version), TERN_EPROTO);
 }
@@ -97,6 +97,7 @@ roundtrip_header(const struct wire_frame *f)
 	if (f->flags & WIRE_FLAG_FIRST) {
 		assert_true(g.total == f->total);
 	}
+	assert_true(g.stamp == ((f->flags & WIRE_FLAG_STAMP) ? f->stamp : 0));
 	for (size_t k = 0; k < n; k++) {
 		assert_int_equal(wire_header_decode(buf, k, UINT64_MAX, &g, &hlen), 0);
 	}
@@ -126,6 +127,39 @@ test_header_roundtrip(void **state)
 	f.channel = 0;
 	f.len = 100;
 	roundtrip_header(&f);
+}
+
+/* A publish time rides on a data frame or a first chunk, never on a later
+ * chunk or a control frame; with every field at its largest the header
+ * still fits WIRE_HDR_MAX. */
+static void
+test_header_stamp(void **state)
+{
+	struct wire_frame f = {.type = WIRE_DATA,
+	                       .flags = WIRE_FLAG_STAMP,
+	                       .channel = 7,
+	                       .len = 64,
+	                       .stamp = 1796400000123456ull};
+	uint8_t buf[WIRE_HDR_MAX];
+	struct wire_frame g;
+	size_t hlen;
+	(void)state;
+
+	roundtrip_header(&f);
+	/* a stamp of today costs 8 bytes (docs/PROTOCOL.md) */
+	assert_int_equal(wire_header_encode(buf, &f), 3 + 8);
+	f.type = WIRE_CHUNK;
+	f.flags = WIRE_FLAG_FIRST | WIRE_FLAG_SEQ | WIRE_FLAG_LAST | WIRE_FLAG_STAMP;
+	f.seq = f.total = f.stamp = UINT64_MAX;
+	f.len = UINT64_MAX;
+	f.channel = WIRE_CHANNEL_MAX;
+	roundtrip_header(&f);
+	f.flags = WIRE_FLAG_LAST | WIRE_FLAG_STAMP;
+	assert_int_equal(
+	    wire_header_decode(buf, wire_header_encode(buf, &f), UINT64_MAX, &g, &hlen),
+	    TERN_EPROTO);
+	buf[0] = WIRE_CONTROL | WIRE_FLAG_STAMP;
+	assert_int_equal(wire_header_decode(buf, sizeof(buf), UINT64_MAX, &g, &hlen), TERN_EPROTO);
 }
 
 static void
@@ -563,6 +597,7 @@ main(void)
 	    cmocka_unit_test(test_varint_overlong),
 	    cmocka_unit_test(test_preamble),
 	    cmocka_unit_test(test_header_roundtrip),
+	    cmocka_unit_test(test_header_stamp),
 	    cmocka_unit_test(test_small_message_overhead),
 	    cmocka_unit_test(test_header_lengths),
 	    cmocka_unit_test(test_header_corrupt),

@@ -1,5 +1,5 @@
 /*
- * clock.c - CLOCK_MONOTONIC in the units tern uses.
+ * clock.c - CLOCK_MONOTONIC in the units tern uses, and the wall clock.
  */
 #include <time.h>
 
@@ -24,6 +24,15 @@ uint64_t
 clock_ms(void)
 {
 	return clock_ns() / 1000000u;
+}
+
+uint64_t
+clock_wall_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 struct timespec

@@ -16,6 +16,10 @@
 uint64_t clock_ns(void);
 uint64_t clock_us(void);
 uint64_t clock_ms(void);
+/* The wall clock (CLOCK_REALTIME), microseconds since the Unix epoch: what
+ * a message's publish stamp and a PONG's time are in, so two hosts can
+ * compare them. */
+uint64_t clock_wall_us(void);
 
 /* Time from then to now, 0 if then is later than now. */
 static inline uint64_t

@@ -866,8 +866,40 @@ weigh_early_blocked(struct conn *c)
 	}
 }
 
+/* The peer's clock answered at time_us, some time between token and now
+ * on ours: take the middle. Keep the sample with the shortest round trip
+ * (the least uncertain), but let a newer one within 1.5 times of it in,
+ * so a drifting clock is followed. */
 static void
-on_pong(struct conn *c, uint64_t token)
+note_offset(struct conn *c, uint64_t token, uint64_t now, uint64_t time_us)
+{
+	uint64_t rtt = now - token;
+	uint64_t wall_mid = clock_wall_us() - rtt / 2;
+
+	if (time_us == 0 ||
+	    (c->offset_rtt_us != 0 && rtt > c->offset_rtt_us + c->offset_rtt_us / 2)) {
+		return;
+	}
+	c->clock_offset_us = (int64_t)(time_us - wall_mid);
+	if (c->offset_rtt_us == 0 || rtt < c->offset_rtt_us) {
+		c->offset_rtt_us = rtt > 0 ? rtt : 1;
+	}
+}
+
+uint64_t
+conn_local_stamp(const struct conn *c, uint64_t peer_stamp_us)
+{
+	int64_t off = c->clock_offset_us;
+	uint64_t mag = off < 0 ? (uint64_t)-off : (uint64_t)off;
+
+	if (c->offset_rtt_us == 0 || mag <= c->offset_rtt_us / 2) {
+		return peer_stamp_us;
+	}
+	return peer_stamp_us - (uint64_t)off;
+}
+
+static void
+on_pong(struct conn *c, uint64_t token, uint64_t time_us)
 {
 	uint64_t now = clock_us();
 	bool first = c->rtt_us == 0;
@@ -875,6 +907,7 @@ on_pong(struct conn *c, uint64_t token)
 	if (token > now) {
 		return; /* not a token of ours */
 	}
+	note_offset(c, token, now, time_us);
 	/* the smallest sample: a PING waits behind the data queued ahead of it,
 	 * and a window sized on that delay would only deepen the queue */
 	if (c->rtt_us == 0 || now - token < c->rtt_us) {
@@ -907,11 +940,12 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_PING: {
 		struct ctl_msg r = {.type = CTL_PONG};
 		r.u.token = m.u.token;
+		r.u.time_us = clock_wall_us();
 		conn_send_ctl(c, &r);
 		return 0;
 	}
 	case CTL_PONG:
-		on_pong(c, m.u.token);
+		on_pong(c, m.u.token, m.u.time_us);
 		return 0;
 	case CTL_GOODBYE:
 		log_line(c->env->log, TERN_LOG_INFO, "%s said goodbye: %.*s", c->peer_id,

@@ -83,6 +83,11 @@ struct conn {
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
 	uint64_t rtt_us; /* shortest round trip seen by PING/PONG, 0 until measured */
+	/* I/O thread: the peer's wall clock minus ours, in microseconds, from
+	 * the PONG with the shortest round trip (offset_rtt_us, 0: none yet);
+	 * accurate to half that round trip */
+	int64_t clock_offset_us;
+	uint64_t offset_rtt_us;
 
 	pthread_mutex_t wlock;
 	uint8_t *out;
@@ -136,6 +141,11 @@ bool conn_busy(const struct conn *c);
  * publisher adds to a batch). */
 size_t conn_queued(struct conn *c);
 uint64_t conn_tail_mark(struct conn *c);
+/* A publish stamp from this peer's clock on ours (I/O thread). The offset
+ * is applied only when it is larger than its own uncertainty (half the
+ * round trip it was measured on): two processes on one host share a clock,
+ * and a correction there would only add error. */
+uint64_t conn_local_stamp(const struct conn *c, uint64_t peer_stamp_us);
 
 /* ---- writing (any thread) ---- */
 

@@ -50,7 +50,7 @@ arity(int type)
 	static const int n[] = {
 	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,    [CTL_UNSUB] = 3,
 	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 4, [CTL_BLOCKED] = 3,
-	    [CTL_PING] = 2,  [CTL_PONG] = 2,  [CTL_GOODBYE] = 2};
+	    [CTL_PING] = 2,  [CTL_PONG] = 3,  [CTL_GOODBYE] = 2};
 
 	return (type >= CTL_HELLO && type <= CTL_GOODBYE) ? n[type] : 0;
 }
@@ -107,6 +107,9 @@ ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
 	case CTL_PING:
 	case CTL_PONG:
 		put_uint(&e, m->u.token);
+		if (m->type == CTL_PONG) {
+			put_uint(&e, m->u.time_us);
+		}
 		break;
 	case CTL_GOODBYE:
 		put_str(&e, m->u.reason);
@@ -291,6 +294,9 @@ decode_body(struct dec *d, struct ctl_msg *m)
 	case CTL_PING:
 	case CTL_PONG:
 		m->u.token = get_uint(d);
+		if (t == CTL_PONG) {
+			m->u.time_us = get_uint(d);
+		}
 		break;
 	case CTL_GOODBYE:
 		m->u.reason = get_str(d, CTL_TEXT_MAX);

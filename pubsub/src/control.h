@@ -87,8 +87,12 @@ struct ctl_msg {
 			uint64_t bytes;    /* CTL_CREDIT: bytes granted; CTL_BLOCKED: informative */
 			uint64_t consumed; /* CTL_CREDIT: bytes consumed since the channel opened */
 		} credit;                  /* CTL_CREDIT, CTL_BLOCKED, CTL_CLOSE (channel only) */
-		uint64_t token;            /* CTL_PING, CTL_PONG */
-		struct ctl_str reason;     /* CTL_GOODBYE */
+		struct {
+			uint64_t token;   /* CTL_PING, CTL_PONG (echoed) */
+			uint64_t time_us; /* CTL_PONG: the answering node's wall clock,
+			                     microseconds since the Unix epoch */
+		};
+		struct ctl_str reason; /* CTL_GOODBYE */
 	} u;
 };
 

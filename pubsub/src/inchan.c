@@ -9,7 +9,7 @@
 #include "error.h"
 #include "inchan.h"
 
-#define BACKLOG_HDR 26 /* type|flags, header length, seq (8), total (8), len (8) */
+#define BACKLOG_HDR 34 /* type|flags, header length, seq, total, len, stamp (8 each) */
 
 /* Stages of the chunk at the head (see inchan.h). */
 enum { STAGE_NEW = 0, STAGE_FORWARDED, STAGE_WHOLE };
@@ -54,8 +54,8 @@ consumed(struct inchan *in, uint64_t bytes)
 }
 
 static bool
-backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total, const uint8_t *p,
-            uint64_t len)
+backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total, uint64_t stamp,
+            const uint8_t *p, uint64_t len)
 {
 	size_t need = in->blen + BACKLOG_HDR + len;
 
@@ -85,6 +85,7 @@ backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total
 	memcpy(w + 2, &seq, 8);
 	memcpy(w + 10, &total, 8);
 	memcpy(w + 18, &len, 8);
+	memcpy(w + 26, &stamp, 8);
 	memcpy(w + BACKLOG_HDR, p, len);
 	in->blen += BACKLOG_HDR + len;
 	return true;
@@ -96,8 +97,8 @@ deliver_whole(struct inchan *in)
 {
 	uint8_t *heap = in->done_buf;
 
-	if (!in->ops->deliver(in->arg, in->from, in->done_seq, in->done_buf, in->done_len, &heap,
-	                      false)) {
+	if (!in->ops->deliver(in->arg, in->from, in->done_seq, in->msg_stamp, in->done_buf,
+	                      in->done_len, &heap, false)) {
 		return 0;
 	}
 	if (heap != NULL) { /* no pull subscriber kept it */
@@ -146,6 +147,7 @@ process_chunk(struct inchan *in, struct wire_frame *f, uint64_t seq, const uint8
 			    (unsigned long long)f->total, (unsigned long long)lim->max_message);
 		}
 		in->skip_chunks = in->ops->duplicate(in->arg, seq);
+		in->msg_stamp = (f->flags & WIRE_FLAG_STAMP) ? f->stamp : 0;
 	}
 	if (in->skip_chunks) {
 		if (f->flags & WIRE_FLAG_LAST) {
@@ -178,18 +180,19 @@ process_chunk(struct inchan *in, struct wire_frame *f, uint64_t seq, const uint8
 }
 
 static int
-process(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total, const uint8_t *p,
-        uint64_t len, const struct inchan_limits *lim)
+process(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total, uint64_t stamp,
+        const uint8_t *p, uint64_t len, const struct inchan_limits *lim)
 {
 	struct wire_frame f = {.type = tf & WIRE_TYPE_MASK,
 	                       .flags = tf & ~WIRE_TYPE_MASK,
 	                       .seq = seq,
 	                       .total = total,
+	                       .stamp = stamp,
 	                       .len = len};
 	int rc;
 
 	if (f.type == WIRE_DATA) {
-		if (!in->ops->deliver(in->arg, in->from, seq, p, len, NULL, true)) {
+		if (!in->ops->deliver(in->arg, in->from, seq, stamp, p, len, NULL, true)) {
 			return 0;
 		}
 		rc = 1;
@@ -222,12 +225,12 @@ inchan_receive(struct inchan *in, const struct wire_frame *f, size_t hlen, const
 		seq = in->next_seq - 1;
 	}
 	if (!in->stalled) {
-		rc = process(in, tf, hlen, seq, f->total, payload, f->len, lim);
+		rc = process(in, tf, hlen, seq, f->total, f->stamp, payload, f->len, lim);
 		if (rc != 0) {
 			return rc < 0 ? rc : 1;
 		}
 	}
-	if (!backlog_add(in, tf, hlen, seq, f->total, payload, f->len)) {
+	if (!backlog_add(in, tf, hlen, seq, f->total, f->stamp, payload, f->len)) {
 		return tern__error(TERN_ENOMEM, "no memory to hold channel %u's frames", in->id);
 	}
 	in->stalled = true;
@@ -239,11 +242,12 @@ inchan_retry(struct inchan *in, const struct inchan_limits *lim)
 {
 	while (in->boff < in->blen) {
 		const uint8_t *r = in->backlog + in->boff;
-		uint64_t seq, total, len;
+		uint64_t seq, total, len, stamp;
 		memcpy(&seq, r + 2, 8);
 		memcpy(&total, r + 10, 8);
 		memcpy(&len, r + 18, 8);
-		int rc = process(in, r[0], r[1], seq, total, r + BACKLOG_HDR, len, lim);
+		memcpy(&stamp, r + 26, 8);
+		int rc = process(in, r[0], r[1], seq, total, stamp, r + BACKLOG_HDR, len, lim);
 		if (rc <= 0) {
 			return rc;
 		}

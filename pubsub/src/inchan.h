@@ -34,9 +34,11 @@ struct inchan_ops {
 	 * only (its chunks went onward already). heap: the malloc'ed buffer
 	 * holding data, or NULL; a taker that keeps it sets *heap to NULL.
 	 * Returns false when it cannot be taken yet (it is offered again).
+	 * stamp: the publish time the message carried (the peer's wall clock,
+	 * microseconds), or 0.
 	 */
-	bool (*deliver)(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len,
-	                uint8_t **heap, bool whole);
+	bool (*deliver)(void *arg, void *from, uint64_t seq, uint64_t stamp, const uint8_t *data,
+	                size_t len, uint8_t **heap, bool whole);
 	/* One chunk for onward channels; false: try again later. */
 	bool (*forward)(void *arg, void *from, const struct wire_frame *f, uint64_t seq,
 	                const uint8_t *payload);
@@ -60,6 +62,7 @@ struct inchan {
 	int stage;         /* progress on the frame at the head */
 	uint8_t *done_buf; /* a reassembled message waiting for delivery */
 	uint64_t done_len, done_seq;
+	uint64_t msg_stamp; /* the stamp of the chunked message in progress, or 0 */
 	/* frames that could not be delivered yet, in arrival order */
 	uint8_t *backlog;
 	size_t blen, bcap, boff;

@@ -15,12 +15,14 @@
 #include "log.h"
 #include "node.h"
 #include "session.h"
+#include "telemetry.h"
 
 struct tern_node {
 	tern_config cfg; /* cfg.id points at id */
 	char id[CTL_ID_MAX + 1];
 	struct logger log;
 	struct session *session;
+	struct telemetry *telemetry; /* NULL: telemetry.interval_ms is 0 */
 };
 
 void
@@ -39,6 +41,7 @@ tern_config_init(tern_config *cfg)
 	cfg->keepalive_ms = 1000;
 	cfg->reconnect_initial_ms = 100;
 	cfg->reconnect_max_ms = 1000;
+	cfg->telemetry_interval_ms = 1000;
 	cfg->log_level = TERN_LOG_INFO;
 }
 
@@ -84,6 +87,11 @@ validate_config(const tern_config *cfg)
 	}
 	if (cfg->slow_consumer_ms == 0) {
 		return tern__error(TERN_EINVAL, "slow_consumer_ms must be > 0");
+	}
+	if (cfg->telemetry_interval_ms != 0 &&
+	    (cfg->telemetry_interval_ms < 10 || cfg->telemetry_interval_ms > 3600000)) {
+		return tern__error(TERN_EINVAL,
+		                   "telemetry.interval_ms must be 0 (off) or 10 .. 3600000");
 	}
 	if (cfg->keepalive_ms == 0 || cfg->reconnect_initial_ms == 0 ||
 	    cfg->reconnect_max_ms < cfg->reconnect_initial_ms) {
@@ -143,6 +151,12 @@ tern_node_open(tern_node **out, const tern_config *cfg)
 		free(node);
 		return rc;
 	}
+	if (node->cfg.telemetry_interval_ms > 0 &&
+	    (rc = telemetry_start(&node->telemetry, node->session, &node->cfg)) != 0) {
+		session_close(node->session);
+		free(node);
+		return rc;
+	}
 	*out = node;
 	return 0;
 }
@@ -189,6 +203,7 @@ tern_node_close(tern_node *node)
 	if (node == NULL) {
 		return;
 	}
+	telemetry_stop(node->telemetry);
 	session_close(node->session);
 	free(node);
 }

@@ -188,15 +188,18 @@ room_for(struct outchan *oc, size_t len, const struct outchan_wait *w)
 }
 
 int
-outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
-             const struct outchan_wait *w)
+outchan_send_stamped(struct outchan *oc, uint64_t seq, uint64_t stamp_us, const uint8_t *data,
+                     size_t len, bool may_wait, const struct outchan_wait *w)
 {
-	struct wire_frame f = {.type = WIRE_DATA, .channel = oc->id};
+	struct wire_frame f = {.type = WIRE_DATA, .channel = oc->id, .stamp = stamp_us};
 	size_t off = 0;
 
 	if (seq != oc->last_seq + 1) {
 		f.flags = WIRE_FLAG_SEQ;
 		f.seq = seq;
+	}
+	if (stamp_us != 0) {
+		f.flags |= WIRE_FLAG_STAMP;
 	}
 	if (len <= oc->frame_max) {
 		if (!room_for(oc, len, may_wait ? w : NULL)) {
@@ -213,7 +216,8 @@ outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, 
 		f.total = len;
 		while (off < len) {
 			size_t n = len - off < oc->frame_max ? len - off : oc->frame_max;
-			f.flags = (f.flags & WIRE_FLAG_SEQ) | (off == 0 ? WIRE_FLAG_FIRST : 0) |
+			f.flags = (f.flags & WIRE_FLAG_SEQ) |
+			          (off == 0 ? WIRE_FLAG_FIRST | (f.flags & WIRE_FLAG_STAMP) : 0) |
 			          (off + n == len ? WIRE_FLAG_LAST : 0);
 			f.len = n;
 			/* once a message has started, finish it: the receiver holds
@@ -276,9 +280,10 @@ outchan_forward(struct outchan *oc, const struct wire_frame *f, uint64_t seq,
 	g.channel = oc->id;
 	do {
 		uint64_t n = f->len - off < oc->frame_max ? f->len - off : oc->frame_max;
-		g.flags = f->flags & ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST);
+		g.flags = f->flags &
+		          ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST | WIRE_FLAG_STAMP);
 		if (first && off == 0) {
-			g.flags |= WIRE_FLAG_FIRST;
+			g.flags |= WIRE_FLAG_FIRST | (f->flags & WIRE_FLAG_STAMP);
 			if (seq != oc->last_seq + 1) {
 				g.flags |= WIRE_FLAG_SEQ;
 				g.seq = seq;
@@ -595,9 +600,9 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 	do {
 		struct wire_frame p = g;
 		uint64_t n = g.len - off < oc->frame_max ? g.len - off : oc->frame_max;
-		p.flags &= ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST);
+		p.flags &= ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST | WIRE_FLAG_STAMP);
 		if (first && off == 0) {
-			p.flags |= WIRE_FLAG_FIRST | (g.flags & WIRE_FLAG_SEQ);
+			p.flags |= WIRE_FLAG_FIRST | (g.flags & (WIRE_FLAG_SEQ | WIRE_FLAG_STAMP));
 		}
 		if (last && off + n == g.len) {
 			p.flags |= WIRE_FLAG_LAST;

@@ -144,8 +144,15 @@ struct outchan_wait {
  * (the channel broke or was detached), TERN_ETIMEDOUT (w gave up),
  * TERN_EAGAIN (no room, no waiting).
  */
-int outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
-                 const struct outchan_wait *w);
+int outchan_send_stamped(struct outchan *oc, uint64_t seq, uint64_t stamp_us, const uint8_t *data,
+                         size_t len, bool may_wait, const struct outchan_wait *w);
+/* The same with no publish stamp (stamp_us 0: none; see WIRE_FLAG_STAMP). */
+static inline int
+outchan_send(struct outchan *oc, uint64_t seq, const uint8_t *data, size_t len, bool may_wait,
+             const struct outchan_wait *w)
+{
+	return outchan_send_stamped(oc, seq, 0, data, len, may_wait, w);
+}
 
 /*
  * Forward one chunk of a message received on another connection, cut to

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "error.h"
 #include "frames.h"
+#include "hist.h"
 #include "keyexpr.h"
 #include "park.h"
 #include "route.h"
@@ -22,6 +23,7 @@
 #define SUB_RING        (1u << 20)
 #define WAIT_RECHECK_MS 20 /* a publisher waiting for room looks again this often */
 #define DYING_MAX       4
+#define STAMP_EVERY_US  1000 /* a publisher stamps about one message this often */
 
 /* A local subscriber. The I/O thread owns the list; `closing` and the
  * counters are read by any thread. */
@@ -84,6 +86,15 @@ struct src {
 	unsigned copy_gen;
 	bool copied;
 	_Atomic uint64_t messages, bytes, dropped, undelivered;
+	/* telemetry: a local publisher's time waiting for room or credit; a
+	 * remote source's messages never received, and the publish-to-delivery
+	 * latency of what it delivered here (I/O thread, allocated at the first
+	 * stamped message, emptied by each report) */
+	_Atomic uint64_t blocked_us, missed;
+	struct tern__hist *lat;
+	/* local, under send_lock: when to stamp a message (stamp_due) */
+	uint64_t stamp_last_us;
+	uint32_t stamp_left, stamp_gap, stamp_count;
 	struct src *next;
 };
 
@@ -392,6 +403,9 @@ started(void *arg, uint64_t seq)
 		for (int k = 0; k < s->nsubs; k++) {
 			atomic_fetch_add(&s->subs[k]->missed, seq - s->last_seq - 1);
 		}
+		if (s->nsubs > 0) {
+			COUNT(s->missed, seq - s->last_seq - 1);
+		}
 	}
 	s->last_seq = seq;
 	s->seen = true;
@@ -536,9 +550,25 @@ note_congestion(struct session *ss, struct src *src)
 	}
 }
 
+/* A stamped message reached local subscribers: its publish-to-delivery
+ * time goes into the source's histogram (stamp on this node's clock). */
+static void
+note_latency(struct src *s, uint64_t stamp)
+{
+	uint64_t now = clock_wall_us();
+
+	if (s->lat == NULL) {
+		if ((s->lat = malloc(sizeof(*s->lat))) == NULL) {
+			return; /* no latency for this source; delivery goes on */
+		}
+		tern__hist_reset(s->lat);
+	}
+	tern__hist_add(s->lat, (now > stamp ? now - stamp : 0) * 1000u);
+}
+
 static bool
-deliver(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len, uint8_t **heap,
-        bool whole)
+deliver(void *arg, void *from, uint64_t seq, uint64_t stamp, const uint8_t *data, size_t len,
+        uint8_t **heap, bool whole)
 {
 	struct src *s = arg;
 	struct session *ss = s->session;
@@ -552,11 +582,22 @@ deliver(void *arg, void *from, uint64_t seq, const uint8_t *data, size_t len, ui
 	if (whole) {
 		started(s, seq);
 	}
+	if (stamp != 0) {
+		stamp = conn_local_stamp(from, stamp);
+	}
+	if (s->nsubs > 0) {
+		COUNT(s->messages, 1);
+		COUNT(s->bytes, len);
+		if (stamp != 0) {
+			note_latency(s, stamp);
+		}
+	}
 	push_pull(s, seq, data, len, heap);
 	if (whole) {
 		for (int k = 0; k < s->nouts; k++) {
 			if (onward(ss, &s->outs[k], from)) {
-				outchan_send(s->outs[k].oc, seq, data, len, false, NULL);
+				outchan_send_stamped(s->outs[k].oc, seq, stamp, data, len, false,
+				                     NULL);
 			}
 		}
 	}
@@ -576,6 +617,14 @@ forward(void *arg, void *from, const struct wire_frame *f, uint64_t seq, const u
 {
 	struct src *s = arg;
 	bool reliable = s->reliability == TERN_RELIABLE;
+	struct wire_frame g;
+
+	if (f->flags & WIRE_FLAG_STAMP) {
+		/* the next hop reads the stamp on this node's clock */
+		g = *f;
+		g.stamp = conn_local_stamp(from, f->stamp);
+		f = &g;
+	}
 
 	if (reliable) {
 		for (int k = 0; k < s->nouts; k++) {
@@ -817,6 +866,8 @@ src_clear(struct src *src)
 	free(src->copy_subs);
 	free(src->key);
 	free(src->publisher);
+	free(src->lat);
+	src->lat = NULL;
 	src->outs = NULL;
 	src->subs = NULL;
 	src->nouts = src->nsubs = 0;
@@ -1068,9 +1119,12 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 	struct timespec ts;
 	bool room;
 
+	uint64_t t0;
+
 	if (w->io) {
 		return outchan_room_or_grow(oc, len, true);
 	}
+	t0 = clock_us();
 	atomic_fetch_add(&src->waiters, 1);
 	while (!(room = outchan_room_or_grow(oc, len, false))) {
 		if (atomic_load(&oc->detached) || atomic_load(&oc->broken) != OUTCHAN_OK ||
@@ -1086,6 +1140,10 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 		pthread_mutex_unlock(&src->wait_lock);
 	}
 	atomic_fetch_sub(&src->waiters, 1);
+	/* several threads may publish on one source, one at a time: an atomic
+	 * add, not COUNT */
+	atomic_fetch_add_explicit(&src->blocked_us, clock_since(clock_us(), t0),
+	                          memory_order_relaxed);
 	return room && !atomic_load(&oc->detached);
 }
 
@@ -1246,8 +1304,8 @@ publish_local(struct src *src, uint64_t seq, const uint8_t *data, size_t len, bo
 }
 
 static int
-publish_remote(struct src *src, uint64_t seq, const uint8_t *data, size_t len, struct wait_ctx *w,
-               struct dying *dying)
+publish_remote(struct src *src, uint64_t seq, uint64_t stamp, const uint8_t *data, size_t len,
+               struct wait_ctx *w, struct dying *dying)
 {
 	struct outchan_wait ow = {.room = wait_room, .ctx = w};
 	bool reliable = src->reliability == TERN_RELIABLE;
@@ -1273,7 +1331,7 @@ publish_remote(struct src *src, uint64_t seq, const uint8_t *data, size_t len, s
 			                len, o->conn->peer_id);
 			continue;
 		}
-		r = outchan_send(o->oc, seq, data, len, reliable, &ow);
+		r = outchan_send_stamped(o->oc, seq, stamp, data, len, reliable, &ow);
 		if (r == TERN_ECLOSED && o->oc->retain &&
 		    atomic_load(&o->oc->broken) == OUTCHAN_LOST) {
 			note_dying(dying, o); /* the connection broke while we waited */
@@ -1282,6 +1340,37 @@ publish_remote(struct src *src, uint64_t seq, const uint8_t *data, size_t len, s
 		}
 	}
 	return rc;
+}
+
+/*
+ * The publish stamp of this message, or 0: about one message a millisecond
+ * carries one (docs/PROTOCOL.md, WIRE_FLAG_STAMP), so the cost in bytes and
+ * clock reads stays small at any rate. The clock is read only when a
+ * millisecond's worth of messages may have gone by: after a stamp, 7/8 of
+ * the messages the last millisecond had, then half as many again each time
+ * it was too early. Under send_lock.
+ */
+static uint64_t
+stamp_due(struct src *src)
+{
+	uint64_t now;
+
+	src->stamp_count++;
+	if (src->stamp_left > 1) {
+		src->stamp_left--;
+		return 0;
+	}
+	now = clock_wall_us();
+	if (now >= src->stamp_last_us && now - src->stamp_last_us < STAMP_EVERY_US) {
+		src->stamp_gap = src->stamp_gap > 1 ? src->stamp_gap / 2 : 1;
+		src->stamp_left = src->stamp_gap;
+		return 0;
+	}
+	src->stamp_gap = src->stamp_count - src->stamp_count / 8;
+	src->stamp_left = src->stamp_gap;
+	src->stamp_count = 0;
+	src->stamp_last_us = now;
+	return now;
 }
 
 static int
@@ -1343,7 +1432,8 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 		return rc;
 	}
 	rc = publish_local(src, seq, data, len, io, &deadline);
-	if ((r = publish_remote(src, seq, data, len, &w, &dying)) != 0) {
+	if ((r = publish_remote(src, seq, src->ncopy > 0 ? stamp_due(src) : 0, data, len, &w,
+	                        &dying)) != 0) {
 		rc = r;
 	}
 	if (io) {
@@ -1843,6 +1933,88 @@ do_json(void *arg)
 	}
 	emit(a, "]}");
 	return 0;
+}
+
+struct report_args {
+	struct session *session;
+	const struct session_report_ops *ops;
+	void *arg;
+};
+
+static uint64_t
+queued_bytes(const struct src *src)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < src->nouts; k++) {
+		n += ring_used(&src->outs[k].oc->ring);
+	}
+	return n;
+}
+
+static void
+report_src(struct report_args *a, struct src *src)
+{
+	struct session_key_report k = {.key = src->key,
+	                               .publisher = src->publisher,
+	                               .pub = src->local,
+	                               .messages = atomic_load(&src->messages),
+	                               .bytes = atomic_load(&src->bytes),
+	                               .drops = atomic_load(&src->dropped),
+	                               .missed = atomic_load(&src->missed),
+	                               .blocked_us = atomic_load(&src->blocked_us)};
+
+	if (src->local) {
+		k.queue_bytes = queued_bytes(src);
+	}
+	if (src->lat != NULL && src->lat->count > 0) {
+		k.lat_count = src->lat->count;
+		k.lat_p50_us = tern__hist_quantile(src->lat, 0.50) / 1000u;
+		k.lat_p99_us = tern__hist_quantile(src->lat, 0.99) / 1000u;
+		k.lat_p999_us = tern__hist_quantile(src->lat, 0.999) / 1000u;
+		k.lat_max_us = src->lat->max_ns / 1000u;
+		tern__hist_reset(src->lat);
+	}
+	a->ops->key(a->arg, &k);
+}
+
+static int
+do_report(void *arg)
+{
+	struct report_args *a = arg;
+	struct session *s = a->session;
+
+	for (struct src *src = s->pubs; src != NULL; src = src->next) {
+		report_src(a, src);
+	}
+	for (struct src *src = s->remote; src != NULL; src = src->next) {
+		if (src->nsubs > 0 || src->lat != NULL) {
+			report_src(a, src);
+		}
+	}
+	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+	     c = loop_next_conn(s->loop, c)) {
+		struct session_conn_report r = {.peer = c->peer_id,
+		                                .endpoint = c->endpoint,
+		                                .low_latency = c->low_latency,
+		                                .router = c->peer_router,
+		                                .rtt_us = c->rtt_us,
+		                                .bytes_in = atomic_load(&c->bytes_in),
+		                                .bytes_out = atomic_load(&c->batch_bytes)};
+
+		if (conn_state(c) == CONN_READY) {
+			a->ops->conn(a->arg, &r);
+		}
+	}
+	return 0;
+}
+
+void
+session_report(struct session *s, const struct session_report_ops *ops, void *arg)
+{
+	struct report_args a = {.session = s, .ops = ops, .arg = arg};
+
+	loop_call(s->loop, do_report, &a);
 }
 
 size_t

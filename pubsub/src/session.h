@@ -69,6 +69,40 @@ int session_sub_recv(struct sink *k, tern_msg *msg, int timeout_ms);
 void session_sub_stats(struct sink *k, tern_stats *st);
 
 void session_stats(struct session *s, tern_stats *st);
+
+/* ---- telemetry (telemetry.c) ---- */
+
+/* One key as this node sees it: a local publisher (pub), or the messages
+ * of a remote publisher delivered to local subscribers (!pub). Totals since
+ * the key appeared; latency over the interval since the last report. */
+struct session_key_report {
+	const char *key;
+	const char *publisher; /* "NODE/N": tells apart two publishers of one key */
+	bool pub;
+	uint64_t messages, bytes, drops, missed;
+	uint64_t blocked_us;  /* pub: time spent waiting for room or credit */
+	uint64_t queue_bytes; /* pub: bytes queued toward peers now */
+	uint64_t lat_count;   /* stamped messages delivered in the interval; 0: no latency */
+	uint64_t lat_p50_us, lat_p99_us, lat_p999_us, lat_max_us;
+};
+
+struct session_conn_report {
+	const char *peer;
+	const char *endpoint;
+	bool low_latency;
+	bool router;
+	uint64_t rtt_us;              /* 0: not measured yet */
+	uint64_t bytes_in, bytes_out; /* totals: payload received, bytes written */
+};
+
+struct session_report_ops {
+	void (*key)(void *arg, const struct session_key_report *k);
+	void (*conn)(void *arg, const struct session_conn_report *c);
+};
+
+/* Calls ops for every key and ready connection, on the I/O thread while
+ * the caller waits, and starts the next latency interval. */
+void session_report(struct session *s, const struct session_report_ops *ops, void *arg);
 /* The node's JSON description (see tern_node_stats_json). */
 size_t session_stats_json(struct session *s, char *buf, size_t len);
 

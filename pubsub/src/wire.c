@@ -89,6 +89,9 @@ wire_header_encode(uint8_t *out, const struct wire_frame *f)
 		if (f->flags & WIRE_FLAG_FIRST) {
 			n += wire_varint_encode(out + n, f->total);
 		}
+		if (f->flags & WIRE_FLAG_STAMP) {
+			n += wire_varint_encode(out + n, f->stamp);
+		}
 	}
 	n += wire_varint_encode(out + n, f->len);
 	return n;
@@ -112,9 +115,14 @@ flags_valid(int type, int flags)
 {
 	switch (type) {
 	case WIRE_DATA:
-		return (flags & ~WIRE_FLAG_SEQ) == 0;
+		return (flags & ~(WIRE_FLAG_SEQ | WIRE_FLAG_STAMP)) == 0;
 	case WIRE_CHUNK:
-		return (flags & ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST)) == 0;
+		/* a message's stamp goes with its first chunk only */
+		if ((flags & WIRE_FLAG_STAMP) && !(flags & WIRE_FLAG_FIRST)) {
+			return 0;
+		}
+		return (flags &
+		        ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST | WIRE_FLAG_STAMP)) == 0;
 	case WIRE_CONTROL:
 		return flags == 0;
 	default:
@@ -137,7 +145,7 @@ header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_fr
 	}
 	f->type = p[0] & WIRE_TYPE_MASK;
 	f->flags = p[0] & ~WIRE_TYPE_MASK;
-	f->channel = f->seq = f->total = 0;
+	f->channel = f->seq = f->total = f->stamp = 0;
 	if (!flags_valid(f->type, f->flags)) {
 		if (why != NULL) {
 			snprintf(why, why_len, "frame type %d with flags 0x%02x", f->type,
@@ -153,6 +161,9 @@ header_decode(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_fr
 			goto varint;
 		}
 		if ((f->flags & WIRE_FLAG_FIRST) && (rc = field(p, len, &pos, &f->total)) != 1) {
+			goto varint;
+		}
+		if ((f->flags & WIRE_FLAG_STAMP) && (rc = field(p, len, &pos, &f->stamp)) != 1) {
 			goto varint;
 		}
 		if (f->channel > WIRE_CHANNEL_MAX) {

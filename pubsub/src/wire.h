@@ -15,7 +15,7 @@
 
 #define WIRE_PREAMBLE_LEN 8
 #define WIRE_VARINT_MAX   10
-#define WIRE_HDR_MAX      (1 + 4 * WIRE_VARINT_MAX)
+#define WIRE_HDR_MAX      (1 + 5 * WIRE_VARINT_MAX)
 
 /*
  * Bounds on a frame header's fields (docs/PROTOCOL.md, "Bounds"); the
@@ -32,6 +32,9 @@ enum wire_type { WIRE_DATA = 0, WIRE_CHUNK = 1, WIRE_CONTROL = 2 };
 #define WIRE_FLAG_SEQ   0x08 /* an explicit sequence number follows the channel */
 #define WIRE_FLAG_FIRST 0x10 /* chunk: the first of a message; total length follows */
 #define WIRE_FLAG_LAST  0x20 /* chunk: the last of a message */
+/* data, or a first chunk: the message's publish time follows (microseconds
+ * since the Unix epoch on the sender's clock), for latency telemetry */
+#define WIRE_FLAG_STAMP 0x40
 
 struct wire_frame {
 	int type;
@@ -39,6 +42,7 @@ struct wire_frame {
 	uint64_t channel; /* data and chunk frames */
 	uint64_t seq;     /* with WIRE_FLAG_SEQ */
 	uint64_t total;   /* first chunk: the whole message's length */
+	uint64_t stamp;   /* with WIRE_FLAG_STAMP */
 	uint64_t len;     /* payload bytes after the header */
 };
 
@@ -90,7 +94,7 @@ wire_header_decode_fast(const uint8_t *p, size_t len, uint64_t max_payload, stru
 			f->type = WIRE_DATA;
 			f->flags = 0;
 			f->channel = p[1];
-			f->seq = f->total = 0;
+			f->seq = f->total = f->stamp = 0;
 			f->len = n;
 			*hdr_len = h;
 			return 1;

@@ -93,6 +93,21 @@ put_chunk(uint64_t channel, int flags, uint64_t seq, uint64_t total, uint64_t le
 	put_fill(len);
 }
 
+/* A stamped data frame or first chunk (WIRE_FLAG_STAMP) and its payload. */
+static void
+put_stamped(int type, int flags, uint64_t channel, uint64_t stamp, uint64_t total, uint64_t len)
+{
+	struct wire_frame f = {.type = type,
+	                       .flags = flags | WIRE_FLAG_STAMP,
+	                       .channel = channel,
+	                       .total = total,
+	                       .stamp = stamp,
+	                       .len = len};
+	uint8_t buf[WIRE_HDR_MAX];
+	put(buf, wire_header_encode(buf, &f));
+	put_fill(len);
+}
+
 static void
 put_ctl(const struct ctl_msg *m)
 {
@@ -274,6 +289,15 @@ frames_valid(void)
 	put_chunk(0, WIRE_FLAG_FIRST | WIRE_FLAG_LAST, 0, 100, 100);
 	put_chunk(0, WIRE_FLAG_FIRST | WIRE_FLAG_LAST | WIRE_FLAG_SEQ, 9, 0, 0);
 	emit("frames", "chunk_single");
+
+	/* publish stamps: on data and first chunks, now, zero, the largest,
+	 * and on a later chunk (refused) */
+	put_stamped(WIRE_DATA, 0, 6, 1796400000123456ull, 0, 64);
+	put_stamped(WIRE_DATA, WIRE_FLAG_SEQ, 6, 0, 0, 8);
+	put_stamped(WIRE_CHUNK, WIRE_FLAG_FIRST, 6, UINT64_MAX, 9000, 4096);
+	put_chunk(6, WIRE_FLAG_LAST, 0, 0, 9000 - 4096);
+	put_stamped(WIRE_CHUNK, WIRE_FLAG_LAST, 6, 1, 0, 10);
+	emit("frames", "stamps");
 
 	/* a new FIRST abandons the open message */
 	put_chunk(5, WIRE_FLAG_FIRST, 0, 8000, 4000);
@@ -571,12 +595,15 @@ handshake(void)
 	emit("handshake", "preamble_only");
 	put("TERX\x01\0\0\0", 8);
 	emit("handshake", "bad_magic");
-	put("TERN\x02\0\0\0", 8);
+	put("TERN\x03\0\0\0", 8);
 	put_hello("future", 0, false, 65536);
-	emit("handshake", "version_2");
+	emit("handshake", "version_3");
+	put("TERN\x01\0\0\0", 8);
+	put_hello("past", 0, false, 65536);
+	emit("handshake", "version_1");
 	put("TERN\x00\0\0\0", 8);
 	emit("handshake", "version_0");
-	put("TERN\x01\xff\xff\xff", 8);
+	put("TERN\x02\xff\xff\xff", 8);
 	put_hello("reserved", 0, false, 65536);
 	emit("handshake", "reserved_set");
 	put("GET / HTTP/1.1\r\n\r\n", 18);

@@ -156,22 +156,22 @@ test_other_version_refused(void **state)
 	assert_int_equal(tern_node_listen(node, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
 	int fd = raw_connect(port_of(bound));
 	wire_preamble_encode(pre);
-	pre[4] = 2;
+	pre[4] = 1; /* a node of the previous version */
 	assert_int_equal(write(fd, pre, sizeof(pre)), sizeof(pre));
 	size_t n = read_all(fd, buf, sizeof(buf));
 	/* the node says which version it speaks, and why it hangs up */
 	assert_true(n >= WIRE_PREAMBLE_LEN);
 	assert_int_equal(wire_preamble_decode(buf, &version), 0);
-	assert_int_equal(version, 1);
+	assert_int_equal(version, 2);
 	assert_true(goodbye_reason(buf, n, reason, sizeof(reason)));
-	assert_non_null(strstr(reason, "version 2"));
-	assert_true(log_has("speaks tern protocol version 2; this node speaks version 1", 30000));
+	assert_non_null(strstr(reason, "version 1"));
+	assert_true(log_has("speaks tern protocol version 1; this node speaks version 2", 30000));
 	close(fd);
 	tern_node_close(node);
 }
 
 static void *
-fake_v2_server(void *arg)
+fake_v1_server(void *arg)
 {
 	int lfd = *(int *)arg, fd;
 	uint8_t pre[WIRE_PREAMBLE_LEN], buf[4096];
@@ -179,7 +179,7 @@ fake_v2_server(void *arg)
 	fd = accept(lfd, NULL, NULL);
 	if (fd >= 0) {
 		wire_preamble_encode(pre);
-		pre[4] = 2;
+		pre[4] = 1;
 		if (write(fd, pre, sizeof(pre)) < 0) {
 			/* the test fails on the log check */
 		}
@@ -204,10 +204,10 @@ test_connect_to_other_version(void **state)
 	assert_int_equal(listen(lfd, 4), 0);
 	getsockname(lfd, (struct sockaddr *)&a, &len);
 	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
-	pthread_create(&th, NULL, fake_v2_server, &lfd);
+	pthread_create(&th, NULL, fake_v1_server, &lfd);
 	tern_node *node = open_node(NULL);
 	assert_int_equal(tern_node_connect(node, ep), 0);
-	assert_true(log_has("speaks tern protocol version 2", 30000));
+	assert_true(log_has("speaks tern protocol version 1", 30000));
 	pthread_join(th, NULL);
 	tern_node_close(node);
 	close(lfd);

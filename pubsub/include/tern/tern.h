@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TERN_VERSION          "0.1.0"
-#define TERN_PROTOCOL_VERSION 1
+#define TERN_PROTOCOL_VERSION 2
 
 enum tern_error {
 	TERN_OK = 0,
@@ -82,12 +82,14 @@ typedef struct tern_config {
 	uint32_t publish_timeout_ms; /* reliable: how long publish may block */
 	uint32_t
 	    slow_consumer_ms; /* reliable: a peer that takes nothing for this long is dropped */
-	uint32_t handshake_timeout_ms; /* a silent new connection is dropped after this */
-	uint32_t keepalive_ms;         /* a peer silent for 3x this is considered dead */
-	uint32_t reconnect_initial_ms; /* first retry delay after a lost connection */
-	uint32_t reconnect_max_ms;     /* retry delay cap (exponential backoff) */
-	int log_level;                 /* enum tern_log_level */
-	tern_log_fn log_fn;            /* NULL: log lines go to stderr */
+	uint32_t handshake_timeout_ms;  /* a silent new connection is dropped after this */
+	uint32_t keepalive_ms;          /* a peer silent for 3x this is considered dead */
+	uint32_t reconnect_initial_ms;  /* first retry delay after a lost connection */
+	uint32_t reconnect_max_ms;      /* retry delay cap (exponential backoff) */
+	uint32_t telemetry_interval_ms; /* telemetry.interval_ms: publish @tern/ID/stats this often
+	                                   (0: never) */
+	int log_level;                  /* enum tern_log_level */
+	tern_log_fn log_fn;             /* NULL: log lines go to stderr */
 	void *log_arg;
 } tern_config;
 
