@@ -6,15 +6,17 @@
 // Both check that every link panel has a chart with points for both layers,
 // that a run started while the page is open appears and fills in cell by
 // cell without a reload, that a note made of HTML renders as text, and save
-// a screenshot of the run view into the build folder. The bench mode skips
-// (exit 77) while the tern executable has no bench command.
+// a screenshot of the run view into the build folder. The fixture mode also
+// checks runs of 3 repeats with a third layer (zmq): one point per cell with
+// its spread, and the run's environment. The bench mode skips (exit 77)
+// while the tern executable has no bench command.
 
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { check, main, OUT_DIR, runTern, sleep, SKIP, startDashboard, startProcess, step, tempDir, waitFor, webModule } from './harness.mjs';
-import { cells, createDatabase, finishedRun, insertResult, insertRun, LINKS, runSqlite, XSS_NOTE } from './fixture.mjs';
+import { cellCount, cells, createDatabase, ENVIRONMENT, finishedRun, insertResult, insertRun, LINKS, runSqlite, XSS_NOTE } from './fixture.mjs';
 
 const mode = process.argv[2];
 if (mode !== 'bench' && mode !== 'fixture') {
@@ -37,17 +39,23 @@ function pageSummary() {
       const rate = Chart ? Chart.getChart(panel.querySelector('canvas.rate-chart')) : null;
       const share = Chart ? Chart.getChart(panel.querySelector('canvas.share-chart')) : null;
       const points = {};
+      let spreads = 0;
       if (rate) {
         rate.data.datasets.forEach((dataset, i) => {
           points[dataset.layer] = (points[dataset.layer] || 0) + rate.getDatasetMeta(i).data.length;
+          // A spread bar: several repeats whose range holds the median drawn.
+          spreads += (dataset.spread || []).filter((s, j) => s && s.n > 1 && s.min < s.max && s.min <= dataset.data[j].y && dataset.data[j].y <= s.max).length;
         });
       }
       return {
         link: panel.dataset.link,
         rateChart: Boolean(rate),
         shareChart: Boolean(share),
+        layers: points,
         tern: points.tern || 0,
         tcp: points.tcp || 0,
+        spreads,
+        spreadCells: [...panel.querySelectorAll('.values td')].filter((td) => /\(.+–.+\)/.test(td.textContent)).length,
         bars: share ? share.data.datasets.filter((d) => d.type === 'bar').reduce((n, d) => n + d.data.filter((v) => v !== null).length, 0) : 0,
         hundredLine: share ? share.data.datasets.some((d) => d.type === 'line' && d.borderDash?.length > 0 && d.data.every((v) => v === 100)) : false,
       };
@@ -55,7 +63,7 @@ function pageSummary() {
   };
 }
 
-const totalPoints = (summary) => summary.panels.reduce((n, p) => n + p.tern + p.tcp, 0);
+const totalPoints = (summary) => summary.panels.reduce((n, p) => n + Object.values(p.layers).reduce((a, b) => a + b, 0), 0);
 
 // One panel per link with results; a chart with both layers on each link with stream results.
 function checkPanels(summary, links, what, streamLinks = links) {
@@ -70,11 +78,14 @@ function checkPanels(summary, links, what, streamLinks = links) {
 }
 
 // Stream cells of a run that a chart can show: what the page should draw.
+// (Repeats of a cell are one point; an open-loop cell is not charted.)
 async function chartableCount(db, runId) {
+  const failed = (await hasColumn(db, 'results', 'failed')) ? 'failed = 0' : '1';
+  const closedLoop = (await hasColumn(db, 'results', 'rate')) ? 'IFNULL(rate, 0) = 0' : '1';
   const { stdout } = await execFileAsync('sqlite3', [
     db,
-    `SELECT count(*) FROM results WHERE run_id = ${runId} AND scenario = 'stream' AND lost = 0 AND records_per_msg > 0 AND records_per_s > 0` +
-      ` AND ${(await hasColumn(db, 'results', 'failed')) ? 'failed = 0' : '1'};`,
+    `SELECT count(*) FROM (SELECT DISTINCT link, layer, mode, records_per_msg, payload_bytes, concurrency, batch_bytes FROM results` +
+      ` WHERE run_id = ${runId} AND scenario = 'stream' AND lost = 0 AND records_per_msg > 0 AND records_per_s > 0 AND ${failed} AND ${closedLoop});`,
   ]);
   return Number(stdout.trim());
 }
@@ -156,26 +167,46 @@ async function watchLiveRun(page, runId, isRunning, what) {
   return seen;
 }
 
+// The fixture's first two runs: 3 repeats a cell, and a third layer.
+const REPEATED = { repeats: 3, layers: ['tern', 'tcp', 'zmq'] };
+
 async function fixtureMode(browser, problems) {
   const dir = tempDir();
   const db = join(dir, 'bench.db');
   createDatabase(db);
-  runSqlite(db, finishedRun(1, XSS_NOTE));
-  runSqlite(db, finishedRun(2, 'fixture run 2'));
+  runSqlite(db, finishedRun(1, XSS_NOTE, 1, REPEATED));
+  runSqlite(db, finishedRun(2, 'fixture run 2', 1, REPEATED));
   const dashboard = await startDashboard(db);
   const page = await openPage(browser, dashboard.url, problems);
 
-  step('the newest run: a panel per link, points for both layers');
+  step('the newest run: a panel per link, a point per cell for each of three layers');
+  const run2 = cells(2, 1, LINKS, REPEATED);
   await waitFor('run #2 panels', async () => {
     const s = await page.evaluate(pageSummary);
-    return s.selected === 2 && s.panels.length === LINKS.length && totalPoints(s) === cells(2).length;
+    return s.selected === 2 && s.panels.length === LINKS.length && totalPoints(s) === cellCount(run2);
   });
   const summary = await page.evaluate(pageSummary);
   checkPanels(summary, LINKS.map((l) => l.name), 'run #2');
   for (const panel of summary.panels) {
     const limited = LINKS.find((l) => l.name === panel.link).bandwidth_Bps !== null;
     check(panel.hundredLine === limited, `panel ${panel.link}: the dotted 100% line is drawn exactly when the link has a bandwidth`);
+    check(panel.layers.zmq === cellCount(run2.filter((r) => r.link === panel.link && r.layer === 'zmq')), `panel ${panel.link}: a point per zmq cell beside tern and tcp: ${JSON.stringify(panel.layers)}`);
   }
+  // On loopback no cell hits a bandwidth cap, so each of its 3 repeats differs.
+  const loopback = summary.panels.find((p) => p.link === 'loopback');
+  const loopbackCells = cellCount(run2.filter((r) => r.link === 'loopback'));
+  check(loopback.spreads === loopbackCells, `loopback: a spread bar for each of its ${loopbackCells} cells, got ${loopback.spreads}`);
+  check(loopback.spreadCells === loopbackCells, `loopback: the values table shows "median (min–max)" for each cell, got ${loopback.spreadCells}`);
+
+  step("the run's environment in its header");
+  const header = await page.evaluate(() => ({
+    kernel: document.querySelector('.run-header dd.kernel')?.textContent,
+    build: document.querySelector('.run-header dd.build')?.textContent,
+    commit: document.querySelector('.run-header dd.commit')?.textContent,
+    env: document.querySelector('.run-header details.env')?.textContent ?? '',
+  }));
+  check(header.kernel === ENVIRONMENT.kernel && header.build === `${ENVIRONMENT.build_type}, ${ENVIRONMENT.compiler}` && header.commit.includes(ENVIRONMENT.tern_commit), `the header names kernel, build and commit: ${JSON.stringify(header)}`);
+  check(header.env.includes('governor') && header.env.includes('performance'), `the header lists the env members: ${header.env}`);
 
   step('the note renders as text');
   await checkNoteIsText(page, 1);
@@ -218,13 +249,13 @@ async function fixtureMode(browser, problems) {
   await page.selectOption('#view-trend select[name="mode"]', 'batched');
   await page.selectOption('#view-trend select[name="records_per_msg"]', '16');
   await page.click('#view-trend button[type="submit"]');
-  await waitFor('the trend table', async () => (await page.locator('#view-trend tbody tr').count()) === 3);
+  await waitFor('the trend table', async () => (await page.locator('#view-trend tbody tr').count()) === 7);
   check(await page.evaluate(() => Boolean(window.Chart.getChart(document.querySelector('canvas.trend-chart')))), 'the trend has a chart');
   await page.click('nav button[data-view="compare"]');
   await page.selectOption('#view-compare select[name="a"]', '1');
   await page.selectOption('#view-compare select[name="b"]', '2');
   await page.click('#view-compare button[type="submit"]');
-  await waitFor('the comparison', async () => (await page.locator('#view-compare tbody tr').count()) === cells(1).length);
+  await waitFor('the comparison', async () => (await page.locator('#view-compare tbody tr').count()) === cellCount(cells(1, 1, LINKS, REPEATED)));
   const change = await page.locator('#view-compare tbody tr td.change').first().textContent();
   check(/^[+-]\d+\.\d%$/.test(change), `a change in percent: ${change}`);
   await page.close();
