@@ -188,6 +188,29 @@ async function showTrend(page, cell) {
   await page.click('#view-trend button[type="submit"]');
 }
 
+// Compares run a with run b in the Compare view; what the page shows then.
+async function showComparison(page, a, b) {
+  await page.selectOption('#view-compare select[name="a"]', String(a));
+  await page.selectOption('#view-compare select[name="b"]', String(b));
+  await page.click('#view-compare button[type="submit"]');
+  await waitFor(`the comparison of #${a} and #${b}`, async () => (await page.locator('#view-compare .muted').first().textContent()).startsWith(`Run #${a} (A) against run #${b} (B)`));
+  return page.evaluate(() => {
+    const rows = [...document.querySelectorAll('#view-compare tbody tr')];
+    // A cell is coloured when its background is not transparent.
+    const coloured = rows.filter((tr) => [...tr.cells].some((td) => getComputedStyle(td).backgroundColor !== 'rgba(0, 0, 0, 0)'));
+    const red = rows.find((tr) => tr.dataset.verdict === 'regression')?.querySelector('td.change');
+    return {
+      status: document.querySelector('#view-compare .muted').textContent,
+      environment: document.querySelector('#view-compare .compare-env').textContent,
+      rows: rows.length,
+      coloured: coloured.length,
+      regressions: rows.filter((tr) => tr.dataset.verdict === 'regression').length,
+      titles: rows.map((tr) => tr.title),
+      red: red ? { title: red.title, rowTitle: red.parentElement.title, color: getComputedStyle(red).color, background: getComputedStyle(red).backgroundColor } : {},
+    };
+  });
+}
+
 // The fixture's first two runs: 3 repeats a cell, and a third layer.
 const REPEATED = { repeats: 3, layers: ['tern', 'tcp', 'zmq'] };
 
@@ -287,14 +310,27 @@ async function fixtureMode(browser, problems) {
     return t.shown === 'lan zmq lowlat 64' && t.labels.join() === '#1,#2' && t.rows.length === 2;
   });
 
-  step('compare view');
+  step('compare: identical samples give no verdict, half as fast gives red cells');
+  // Run #4 has run #2's samples; run #5 is half as fast on another kernel.
+  runSqlite(db, finishedRun(4, 'run 2 again', 1, { ...REPEATED, seed: 2 }));
+  runSqlite(db, finishedRun(5, 'half as fast', 0.5, { ...REPEATED, seed: 2, environment: { kernel: 'Linux 6.19.0 x86_64' } }));
+  await waitFor('runs #4 and #5 in the list', async () => (await page.evaluate(pageSummary)).runIds.includes(5));
   await page.click('nav button[data-view="compare"]');
-  await page.selectOption('#view-compare select[name="a"]', '1');
-  await page.selectOption('#view-compare select[name="b"]', '2');
-  await page.click('#view-compare button[type="submit"]');
-  await waitFor('the comparison', async () => (await page.locator('#view-compare tbody tr').count()) === cellCount(cells(1, 1, LINKS, REPEATED)));
-  const change = await page.locator('#view-compare tbody tr td.change').first().textContent();
-  check(/^[+-]\d+\.\d%$/.test(change), `a change in percent: ${change}`);
+  const count = cellCount(cells(2, 1, LINKS, REPEATED));
+  const same = await showComparison(page, 2, 4);
+  check(same.rows === count, `a row per cell: ${same.rows} rows, ${count} cells`);
+  check(same.coloured === 0, `identical samples: no coloured cell, got ${same.coloured}`);
+  check(/\b0 regressions\b/.test(same.status) && /\b0 improvements\b/.test(same.status), `the summary says 0 regressions and 0 improvements: ${same.status}`);
+  check(same.environment === 'same environment', `the environments are the same: ${same.environment}`);
+  check(same.titles.every((t) => /^same: p = [\d.e-]+, n = 3\/3$/.test(t)), `each cell's title has its p-value and n = 3/3: ${same.titles[0]}`);
+  const half = await showComparison(page, 2, 5);
+  check(half.regressions === count && half.coloured === count, `half as fast: every cell a red regression: ${half.regressions} of ${count}`);
+  check(half.red.color === 'rgb(192, 57, 43)' && half.red.background !== 'rgba(0, 0, 0, 0)', `a regression is red: ${JSON.stringify(half.red)}`);
+  const p = /^regression: p = ([\d.e-]+), n = 3\/3$/.exec(half.red.title);
+  check(p && Number(p[1]) < 0.01 && half.red.title === half.red.rowTitle, `the red cell's title gives its p-value (< 0.01) and n: ${half.red.title}`);
+  check(new RegExp(`\\b${count} regressions\\b`).test(half.status), `the summary counts the regressions: ${half.status}`);
+  check(half.environment.includes('kernel') && half.environment.includes('Linux 6.19.0 x86_64'), `the kernel difference is shown: ${half.environment}`);
+  await page.screenshot({ path: join(OUT_DIR, 'dashboard-compare-fixture.png') });
   await page.close();
   await dashboard.stopCleanly();
 
