@@ -373,16 +373,23 @@ queryable(const struct dash_store *st, char *err, size_t errlen)
 	return true;
 }
 
-/* The SELECT list and FROM clause of a run with its result counts. */
+/*
+ * The SELECT list and FROM clause of a run with its result counts, and the id
+ * of its last result: a client that counts pushed results adds only those
+ * above it (a run written in one transaction arrives with its count and its
+ * results in the same poll).
+ */
 static int
 run_query(const struct dash_store *st, char *sql, size_t size, const char *where, const char *tail)
 {
 	int n = snprintf(sql, size,
 	                 "SELECT r.id, r.started_at, r.finished_at, r.tern_version, r.host, r.cpu, "
 	                 "r.cores, r.note, %s AS status, coalesce(c.n, 0) AS results, "
-	                 "coalesce(c.f, 0) AS failed_cells FROM runs r LEFT JOIN "
-	                 "(SELECT run_id, count(*) AS n, sum(CASE WHEN %s THEN 1 ELSE 0 END) AS f "
-	                 "FROM results %s GROUP BY run_id) c ON c.run_id = r.id %s %s",
+	                 "coalesce(c.f, 0) AS failed_cells, coalesce(c.last, 0) AS last_result_id "
+	                 "FROM runs r LEFT JOIN "
+	                 "(SELECT run_id, count(*) AS n, sum(CASE WHEN %s THEN 1 ELSE 0 END) AS f, "
+	                 "max(rowid) AS last FROM results %s GROUP BY run_id) c "
+	                 "ON c.run_id = r.id %s %s",
 	                 status_expr(st), failed_expr(st), where[0] ? "WHERE run_id = ?1" : "",
 	                 where, tail);
 	return n > 0 && (size_t)n < size ? 0 : -1;

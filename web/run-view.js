@@ -128,8 +128,9 @@ export class RunView {
     if (msg.link && !this.links.has(msg.link.name)) {
       this.links.set(msg.link.name, msg.link);
     }
-    if (!this.results.has(msg.result.id)) {
+    if (!this.results.has(msg.result.id) && msg.result.id > (this.run.last_result_id || 0)) {
       this.run.results = (this.run.results || 0) + 1;
+      this.run.last_result_id = msg.result.id;
       if (msg.result.failed) {
         this.run.failed_cells = (this.run.failed_cells || 0) + 1;
       }

@@ -330,6 +330,9 @@ async function fixtureMode(browser, problems) {
   check(p && Number(p[1]) < 0.01 && half.red.title === half.red.rowTitle, `the red cell's title gives its p-value (< 0.01) and n: ${half.red.title}`);
   check(new RegExp(`\\b${count} regressions\\b`).test(half.status), `the summary counts the regressions: ${half.status}`);
   check(half.environment.includes('kernel') && half.environment.includes('Linux 6.19.0 x86_64'), `the kernel difference is shown: ${half.environment}`);
+  // The pushes of runs #4 and #5 came before this reply: the counts are final.
+  const listed = await page.evaluate(() => document.querySelector('#runs tr[data-run-id="5"]').textContent);
+  check(listed.includes(`${cells(5, 1, LINKS, REPEATED).length} results`), `a run written at once is counted once: ${listed}`);
   await page.screenshot({ path: join(OUT_DIR, 'dashboard-compare-fixture.png') });
   await page.close();
   await dashboard.stopCleanly();

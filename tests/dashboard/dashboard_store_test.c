@@ -263,6 +263,7 @@ test_runs_run_and_trend(void **state)
 	cJSON *oldest = cJSON_GetArrayItem(runs, 1);
 	assert_string_equal(string_of(oldest, "note"), "<img src=x onerror=alert(1)>");
 	assert_int_equal((int)number_of(oldest, "results"), 2);
+	assert_int_equal((int)number_of(oldest, "last_result_id"), 2);
 	/* The list leaves the configuration out; one run carries it. */
 	assert_null(cJSON_GetObjectItemCaseSensitive(oldest, "config"));
 	cJSON_Delete(msg);
