@@ -55,7 +55,7 @@ const fullWidthLine = {
 const spreadBars = {
   id: 'spreadBars',
   afterDatasetsDraw(chart) {
-    const { ctx } = chart;
+    const { ctx, chartArea } = chart;
     chart.data.datasets.forEach((dataset, index) => {
       if (!dataset.spread || !chart.isDatasetVisible(index)) {
         return;
@@ -69,6 +69,9 @@ const spreadBars = {
         const top = meta.yScale.getPixelForValue(s.max);
         const bottom = meta.yScale.getPixelForValue(s.min);
         ctx.save();
+        ctx.beginPath();
+        ctx.rect(chartArea.left, chartArea.top, chartArea.right - chartArea.left, chartArea.bottom - chartArea.top);
+        ctx.clip();
         ctx.strokeStyle = dataset.borderColor;
         ctx.lineWidth = 1.5;
         ctx.setLineDash([]);
@@ -85,6 +88,21 @@ const spreadBars = {
     });
   },
 };
+
+// An axis's afterDataLimits: widen it to the spread bars, so none runs past the plot.
+function fitSpread(scale) {
+  scale.chart.data.datasets.forEach((dataset, index) => {
+    if (!dataset.spread || !scale.chart.isDatasetVisible(index)) {
+      return;
+    }
+    for (const s of dataset.spread) {
+      if (s && (scale.type !== 'logarithmic' || s.min > 0)) {
+        scale.min = Math.min(scale.min, s.min);
+        scale.max = Math.max(scale.max, s.max);
+      }
+    }
+  });
+}
 
 // " (2.90 M–3.01 M over 3 repeats)" for a tooltip, or nothing for one sample.
 function spreadNote(range, format) {
@@ -260,7 +278,7 @@ export class LinkPanel {
             },
             ticks: { callback: (v) => String(v) },
           },
-          y: { type: 'logarithmic', title: { display: true, text: 'records/s' }, ticks: { callback: logLabel } },
+          y: { type: 'logarithmic', title: { display: true, text: 'records/s' }, ticks: { callback: logLabel }, afterDataLimits: fitSpread },
         },
         plugins: {
           legend: { position: 'bottom', labels: { usePointStyle: true } },
@@ -288,7 +306,7 @@ export class LinkPanel {
         maintainAspectRatio: false,
         scales: {
           x: { title: { display: true, text: 'records per message' } },
-          y: { beginAtZero: true, suggestedMax: limited ? 110 : undefined, title: { display: true, text: limited ? 'share of link (%)' : 'MB/s' } },
+          y: { beginAtZero: true, suggestedMax: limited ? 110 : undefined, title: { display: true, text: limited ? 'share of link (%)' : 'MB/s' }, afterDataLimits: fitSpread },
         },
         plugins: {
           legend: { position: 'bottom' },
