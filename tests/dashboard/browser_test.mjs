@@ -242,6 +242,13 @@ async function fixtureMode(browser, problems) {
   check(loopback.spreads === loopbackCells, `loopback: a spread bar for each of its ${loopbackCells} cells, got ${loopback.spreads}`);
   check(loopback.spreadCells === loopbackCells, `loopback: the values table shows "median (min–max)" for each cell, got ${loopback.spreadCells}`);
 
+  // The page's median is bench/stats.c's: the mean of the middle two of an even count.
+  const medians = await page.evaluate(async () => {
+    const { summarize } = await import('/cells.js');
+    return [summarize([4, 1, 10, 2]), summarize([3, 1, 2]), summarize([])];
+  });
+  check(JSON.stringify(medians) === JSON.stringify([{ n: 4, median: 3, min: 1, max: 10 }, { n: 3, median: 2, min: 1, max: 3 }, null]), `medians: ${JSON.stringify(medians)}`);
+
   step("the run's environment in its header");
   const header = await page.evaluate(() => ({
     kernel: document.querySelector('.run-header dd.kernel')?.textContent,
