@@ -158,6 +158,36 @@ reply_trend(struct dash_store *st, const cJSON *req)
 	return msg;
 }
 
+/* {"type": "compare", ...the report of `tern bench compare A B --format json`}. */
+static cJSON *
+reply_compare(struct dash_store *st, const cJSON *req)
+{
+	int64_t a;
+	int64_t b;
+	char err[320];
+	if (!get_int(req, "a", 1, INT64_C(1) << 53, &a) ||
+	    !get_int(req, "b", 1, INT64_C(1) << 53, &b)) {
+		return error_reply("compare", "%s",
+		                   "\"a\" and \"b\" must be positive integers (run ids)");
+	}
+	cJSON *report = dash_store_compare(st, a, b, err, sizeof(err));
+	if (report == NULL) {
+		return error_reply("compare", "%s", err);
+	}
+	cJSON *msg = cJSON_CreateObject();
+	if (msg == NULL || cJSON_AddStringToObject(msg, "type", "compare") == NULL) {
+		cJSON_Delete(msg);
+		cJSON_Delete(report);
+		return NULL;
+	}
+	cJSON *item;
+	while ((item = report->child) != NULL) {
+		cJSON_AddItemToObject(msg, item->string, cJSON_DetachItemViaPointer(report, item));
+	}
+	cJSON_Delete(report);
+	return msg;
+}
+
 static cJSON *
 dispatch(struct dash_store *st, const cJSON *req)
 {
@@ -177,9 +207,13 @@ dispatch(struct dash_store *st, const cJSON *req)
 	if (strcmp(type->valuestring, "trend") == 0) {
 		return reply_trend(st, req);
 	}
+	if (strcmp(type->valuestring, "compare") == 0) {
+		return reply_compare(st, req);
+	}
 	char name[64];
 	snprintf(name, sizeof(name), "%s", type->valuestring);
-	return error_reply(NULL, "unknown message type \"%s\" (known: runs, run, trend)", name);
+	return error_reply(NULL, "unknown message type \"%s\" (known: runs, run, trend, compare)",
+	                   name);
 }
 
 cJSON *

@@ -21,7 +21,7 @@ cJSON *dash_protocol_runs(struct dash_store *st);
 
 /*
  * The reply to one client message of len bytes (not NUL-terminated): a
- * "runs", "run" or "trend" message, or {"type": "error", "error": "..."} for a
+ * "runs", "run", "trend" or "compare" message, or {"type": "error", "error": "..."} for a
  * message that does not parse or asks for something that does not exist.
  * A "req" member of the request is copied into the reply. NULL only if out of
  * memory. The caller owns the result.

@@ -7,6 +7,9 @@
  * results.failed and results.error); for 1, status and failed are derived
  * from finished_at and lost.
  *
+ * The Compare view's report is bench/compare.c's, run on this read-only
+ * handle, so the dashboard's verdicts are those of `tern bench compare`.
+ *
  * Polling keeps one connection open with no transaction between calls: a
  * reader without a transaction costs a WAL writer nothing, and data_version
  * only counts other connections' commits on a connection that stays open.
@@ -21,6 +24,8 @@
 #include <sys/stat.h>
 
 #include <sqlite3.h>
+
+#include "bench/compare.h"
 
 /* A run as the poller last saw it, to notice new and finished runs. */
 struct run_snapshot {
@@ -368,16 +373,23 @@ queryable(const struct dash_store *st, char *err, size_t errlen)
 	return true;
 }
 
-/* The SELECT list and FROM clause of a run with its result counts. */
+/*
+ * The SELECT list and FROM clause of a run with its result counts, and the id
+ * of its last result: a client that counts pushed results adds only those
+ * above it (a run written in one transaction arrives with its count and its
+ * results in the same poll).
+ */
 static int
 run_query(const struct dash_store *st, char *sql, size_t size, const char *where, const char *tail)
 {
 	int n = snprintf(sql, size,
 	                 "SELECT r.id, r.started_at, r.finished_at, r.tern_version, r.host, r.cpu, "
 	                 "r.cores, r.note, %s AS status, coalesce(c.n, 0) AS results, "
-	                 "coalesce(c.f, 0) AS failed_cells FROM runs r LEFT JOIN "
-	                 "(SELECT run_id, count(*) AS n, sum(CASE WHEN %s THEN 1 ELSE 0 END) AS f "
-	                 "FROM results %s GROUP BY run_id) c ON c.run_id = r.id %s %s",
+	                 "coalesce(c.f, 0) AS failed_cells, coalesce(c.last, 0) AS last_result_id "
+	                 "FROM runs r LEFT JOIN "
+	                 "(SELECT run_id, count(*) AS n, sum(CASE WHEN %s THEN 1 ELSE 0 END) AS f, "
+	                 "max(rowid) AS last FROM results %s GROUP BY run_id) c "
+	                 "ON c.run_id = r.id %s %s",
 	                 status_expr(st), failed_expr(st), where[0] ? "WHERE run_id = ?1" : "",
 	                 where, tail);
 	return n > 0 && (size_t)n < size ? 0 : -1;
@@ -441,21 +453,35 @@ run_row(struct dash_store *st, int64_t run_id, bool with_config, char *err, size
 	if (!with_config) {
 		return run;
 	}
-	/* The bench stores its configuration as JSON text: send it as an object. */
-	stmt = prepare(st->db, "SELECT config FROM runs WHERE id = ?1", err, errlen);
+	/*
+	 * The rest of the run's columns: the configuration, and on schema 3 the
+	 * environment (cpu_model, kernel, compiler, build_type, tern_commit, env).
+	 * The bench stores config and env as JSON text: they go out as objects.
+	 */
+	stmt = prepare(st->db, "SELECT * FROM runs WHERE id = ?1", err, errlen);
 	if (stmt == NULL) {
 		cJSON_Delete(run);
 		return NULL;
 	}
 	sqlite3_bind_int64(stmt, 1, run_id);
-	if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT) {
-		const char *text = (const char *)sqlite3_column_text(stmt, 0);
-		cJSON *config = cJSON_Parse(text);
-		if (config == NULL) {
-			config = cJSON_CreateString(text);
-		}
-		if (config != NULL) {
-			cJSON_AddItemToObject(run, "config", config);
+	if (sqlite3_step(stmt) == SQLITE_ROW) {
+		int n = sqlite3_column_count(stmt);
+		for (int i = 0; i < n; i++) {
+			const char *name = sqlite3_column_name(stmt, i);
+			if (name == NULL || cJSON_GetObjectItemCaseSensitive(run, name) != NULL) {
+				continue;
+			}
+			cJSON *value = NULL;
+			bool json = strcmp(name, "config") == 0 || strcmp(name, "env") == 0;
+			if (json && sqlite3_column_type(stmt, i) == SQLITE_TEXT) {
+				value = cJSON_Parse((const char *)sqlite3_column_text(stmt, i));
+			}
+			if (value == NULL) {
+				value = column_to_json(stmt, i);
+			}
+			if (value != NULL) {
+				cJSON_AddItemToObject(run, name, value);
+			}
 		}
 	}
 	sqlite3_finalize(stmt);
@@ -556,6 +582,37 @@ dash_store_trend(struct dash_store *st, const struct dash_store_cell *cell, char
 	cJSON *points = rows_to_array(st->db, stmt, err, errlen);
 	sqlite3_finalize(stmt);
 	return points;
+}
+
+cJSON *
+dash_store_compare(struct dash_store *st, int64_t a, int64_t b, char *err, size_t errlen)
+{
+	if (!queryable(st, err, errlen)) {
+		return NULL;
+	}
+	if (st->state == DASH_STORE_EMPTY && query_int(st->db,
+	                                               "SELECT count(*) FROM sqlite_master WHERE "
+	                                               "type = 'table' AND name = 'results'",
+	                                               0) == 0) {
+		snprintf(err, errlen, "no runs to compare: %s", st->reason);
+		return NULL;
+	}
+	struct compare_report report;
+	char why[300];
+	/* One read transaction: both runs as of the same moment, even while a bench writes. */
+	sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL);
+	int rc = compare_runs(st->db, a, b, NULL, &report, why, sizeof(why));
+	sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+	if (rc != 0) {
+		snprintf(err, errlen, "%s", why);
+		return NULL;
+	}
+	cJSON *json = compare_report_json(&report);
+	compare_report_free(&report);
+	if (json == NULL) {
+		set_err(err, errlen, "out of memory", NULL);
+	}
+	return json;
 }
 
 static int

@@ -4,10 +4,11 @@
  * The store opens the database that `tern bench` writes with
  * SQLITE_OPEN_READONLY and answers the dashboard's questions as cJSON trees:
  * the list of runs, one run with its links and results, the trend of one cell
- * across runs. dash_store_poll() notices what another process committed (through
- * PRAGMA data_version) and turns it into push messages. Each query is one
- * short statement, so no read transaction outlives a call and a bench writing
- * in WAL mode is never blocked.
+ * across runs, the comparison of two runs. dash_store_poll() notices what
+ * another process committed (through PRAGMA data_version) and turns it into
+ * push messages. Each query is one short statement (a comparison, a few in
+ * one read transaction), so no read transaction outlives a call and a bench
+ * writing in WAL mode is never blocked.
  *
  * A missing file is not an error: the store reports it through
  * dash_store_state() and keeps looking for it on every poll. Not thread safe: one
@@ -66,12 +67,23 @@ cJSON *dash_store_describe(const struct dash_store *st);
 /* An array of runs, newest first, each with counts of its results and failed cells. */
 cJSON *dash_store_runs(struct dash_store *st, char *err, size_t errlen);
 
-/* {"run": {...}, "links": [...], "results": [...]}; NULL if no such run. */
+/*
+ * {"run": {...}, "links": [...], "results": [...]}; NULL if no such run. The
+ * run carries every column of its row (config and env parsed as JSON).
+ */
 cJSON *dash_store_run(struct dash_store *st, int64_t run_id, char *err, size_t errlen);
 
 /* An array of points, oldest run first: the cell's result in every run that has it. */
 cJSON *dash_store_trend(struct dash_store *st, const struct dash_store_cell *cell, char *err,
                         size_t errlen);
+
+/*
+ * `tern bench compare A B` as JSON (compare_report_json in bench/compare.h):
+ * each cell both runs have, with its samples, Welch's p-value and verdict,
+ * the environment differences and a summary, at the default threshold and
+ * significance level. NULL (err set) when either run does not exist.
+ */
+cJSON *dash_store_compare(struct dash_store *st, int64_t a, int64_t b, char *err, size_t errlen);
 
 /*
  * Looks for changes committed since the last poll, reopening the database

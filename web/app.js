@@ -173,8 +173,10 @@ connection.on('run_updated', (msg) => {
 
 connection.on('result', (msg) => {
   const run = state.runs.find((r) => r.id === msg.run_id);
-  if (run && !(msg.run_id === runView.runId && runView.results.has(msg.result.id))) {
+  // The run's counts already include the results up to last_result_id.
+  if (run && msg.result.id > (run.last_result_id || 0)) {
     run.results = (run.results || 0) + 1;
+    run.last_result_id = msg.result.id;
     if (msg.result.failed) {
       run.failed_cells = (run.failed_cells || 0) + 1;
     }

@@ -1,7 +1,8 @@
-// run-view.js: the selected run: its description and one panel per link.
-// Results arrive either all at once (a "run" reply) or one by one (pushes
-// while the bench runs); both go through addResults, which keeps one copy
-// of each result id and redraws only the panels whose link changed.
+// run-view.js: the selected run: its description, its environment, and one
+// panel per link. Results arrive either all at once (a "run" reply) or one by
+// one (pushes while the bench runs); both go through addResults, which keeps
+// one copy of each result id (a repeat is a row of its own) and redraws only
+// the panels whose link changed; a panel reduces the repeats of a cell.
 
 import { el, clear, formatDate, text } from './dom.js';
 import { LinkPanel } from './link-panel.js';
@@ -65,14 +66,18 @@ export class RunView {
     }
   }
 
-  updateRun(run) {
-    if (!run || run.id !== this.runId) {
+  updateRun(update) {
+    if (!update || update.id !== this.runId) {
       return;
     }
+    // A pushed run_updated has the list's columns only: keep config and environment.
+    const run = this.run && this.run.id === update.id ? { ...this.run, ...update } : update;
     this.run = run;
     clear(this.header);
     const status = runStatus(run);
     const config = run.config && typeof run.config === 'object' ? run.config : null;
+    const repeats = config && config.repeat > 1 ? `, ${config.repeat} repeats a cell` : '';
+    const build = [run.build_type, run.compiler].filter(Boolean).join(', ');
     this.header.append(
       el('h2', {}, `Run #${run.id} `, el('span', { class: `badge ${status.kind}`, text: status.label })),
       el('div', { class: 'run-note', text: text(run.note) }),
@@ -86,13 +91,30 @@ export class RunView {
         el('dt', { text: 'host' }),
         el('dd', { text: `${text(run.host)}${run.cores ? ` (${run.cores} cores)` : ''}` }),
         el('dt', { text: 'cpu' }),
-        el('dd', { text: text(run.cpu) }),
+        el('dd', { text: text(run.cpu_model || run.cpu) }),
         el('dt', { text: 'tern' }),
-        el('dd', { text: text(run.tern_version) }),
+        el('dd', { class: 'commit', text: `${text(run.tern_version)}${run.tern_commit ? ` at ${run.tern_commit}` : ''}` }),
         el('dt', { text: 'results' }),
-        el('dd', { text: `${run.results || 0}${run.failed_cells ? `, ${run.failed_cells} failed` : ''}` }),
+        el('dd', { text: `${run.results || 0}${run.failed_cells ? `, ${run.failed_cells} failed` : ''}${repeats}` }),
+        el('dt', { text: 'build' }),
+        el('dd', { class: 'build', text: text(build) }),
+        el('dt', { text: 'kernel' }),
+        el('dd', { class: 'kernel', text: text(run.kernel) }),
       ),
     );
+    const env = run.env && typeof run.env === 'object' ? run.env : null;
+    if (env) {
+      // "governor performance · mem_total 4028024 kB · ...": one line, a table when opened.
+      const line = Object.entries(env).map(([key, value]) => `${key} ${typeof value === 'object' ? JSON.stringify(value) : value}`).join(' · ');
+      this.header.append(
+        el(
+          'details',
+          { class: 'env' },
+          el('summary', {}, 'environment ', el('span', { class: 'muted small', text: line })),
+          el('table', { class: 'data' }, el('tbody', {}, Object.entries(env).map(([key, value]) => el('tr', {}, el('th', { text: key }), el('td', { text: typeof value === 'object' ? JSON.stringify(value) : String(value) }))))),
+        ),
+      );
+    }
     if (config) {
       this.header.append(el('details', { class: 'config' }, el('summary', { text: 'configuration' }), el('pre', { text: JSON.stringify(config, null, 2) })));
     }
@@ -106,8 +128,9 @@ export class RunView {
     if (msg.link && !this.links.has(msg.link.name)) {
       this.links.set(msg.link.name, msg.link);
     }
-    if (!this.results.has(msg.result.id)) {
+    if (!this.results.has(msg.result.id) && msg.result.id > (this.run.last_result_id || 0)) {
       this.run.results = (this.run.results || 0) + 1;
+      this.run.last_result_id = msg.result.id;
       if (msg.result.failed) {
         this.run.failed_cells = (this.run.failed_cells || 0) + 1;
       }

@@ -1,6 +1,7 @@
 // series.js: the lines of a link chart (one per layer and mode) and their looks.
 // Layers tern and tcp and modes batched and lowlat come first in this order;
-// any other layer or mode the bench writes gets a line too.
+// any other layer the bench writes (zmq, ...) follows with a colour of its
+// own, in both modes, and any other mode gets a line too.
 
 const KNOWN = [
   ['tern', 'batched'],
@@ -15,7 +16,7 @@ export function seriesKey(result) {
   return `${result.layer} ${result.mode}`;
 }
 
-// The series present in results, known ones first.
+// The series present in results, known ones first; each with the colour of its layer.
 export function seriesOf(results) {
   const keys = KNOWN.map(([layer, mode]) => ({ layer, mode }));
   for (const r of results) {
@@ -23,11 +24,12 @@ export function seriesOf(results) {
       keys.push({ layer: r.layer, mode: r.mode });
     }
   }
-  return keys.map((k) => ({ ...k, key: `${k.layer} ${k.mode}` }));
+  const extra = [...new Set(keys.map((k) => k.layer).filter((layer) => !LAYER_COLORS[layer]))];
+  return keys.map((k) => ({ ...k, key: `${k.layer} ${k.mode}`, color: LAYER_COLORS[k.layer] || SPARE_COLORS[extra.indexOf(k.layer) % SPARE_COLORS.length] }));
 }
 
-export function seriesStyle(series, index) {
-  const color = LAYER_COLORS[series.layer] || SPARE_COLORS[index % SPARE_COLORS.length];
+export function seriesStyle(series) {
+  const color = series.color;
   const lowlat = series.mode === 'lowlat';
   return {
     borderColor: color,
@@ -37,7 +39,9 @@ export function seriesStyle(series, index) {
   };
 }
 
-// Stream results that succeeded: the only ones charted as figures.
-export function chartable(result) {
-  return result.scenario === 'stream' && !result.failed;
+// Closed-loop stream cells that succeeded: the only ones charted as records/s
+// against records per message. An open-loop cell (--rate) sends at a set
+// rate, so its records/s says nothing: it is listed with its latency instead.
+export function chartable(cell) {
+  return cell.scenario === 'stream' && !cell.failed && !(cell.rate > 0);
 }

@@ -1,10 +1,35 @@
 // trend-view.js: one cell (link, layer, mode, records per message) across
-// every run that measured it, oldest first. A drop of more than REGRESSION
-// percent from the previous run is drawn in red and flagged in the table.
+// every run that measured it, oldest first: a point per run at the median of
+// its repeats, and a band from their minimum to their maximum (Chart.js's
+// own fill between two datasets). A drop of the median by more than
+// REGRESSION percent from the previous run is drawn in red and flagged in the
+// table. Open-loop rows (--rate) of the same cell are left out: their
+// records/s is the rate they were sent at.
 
 import { el, clear, formatChange, formatDate, formatRate, percentChange, text } from './dom.js';
+import { summarize } from './cells.js';
 
 const REGRESSION = 10;
+const LINE = '#1f6fd1';
+const BAD = '#c0392b';
+const BAND = 'rgba(31, 111, 209, 0.18)';
+
+// The points of a trend (one per row) as one entry per run, oldest first:
+// the run's fields, its rows, and the summary of its successful repeats (null
+// when every repeat failed).
+function runsOf(points) {
+  const runs = new Map();
+  for (const p of points.filter((x) => !(x.rate > 0))) {
+    if (!runs.has(p.run_id)) {
+      runs.set(p.run_id, { ...p, rows: [] });
+    }
+    runs.get(p.run_id).rows.push(p);
+  }
+  return [...runs.values()].map((run) => {
+    const ok = run.rows.filter((r) => !r.failed);
+    return { ...run, ok: ok.length, stats: summarize(ok.map((r) => r.records_per_s)) };
+  });
+}
 
 export class TrendView {
   constructor(container, connection) {
@@ -82,15 +107,22 @@ export class TrendView {
       return;
     }
     this.render(reply.points || []);
+    // Which cell the chart and table show now (the title changes at the request).
+    this.container.dataset.shown = `${cell.link} ${cell.layer} ${cell.mode} ${cell.records_per_msg}`;
   }
 
   render(points) {
-    const ok = points.filter((p) => !p.failed);
-    const changes = ok.map((p, i) => (i === 0 ? null : percentChange(ok[i - 1].records_per_s, p.records_per_s)));
+    const runs = runsOf(points);
+    const ok = runs.filter((r) => r.stats);
+    const changes = ok.map((r, i) => (i === 0 ? null : percentChange(ok[i - 1].stats.median, r.stats.median)));
     const regressions = changes.filter((c) => c !== null && c < -REGRESSION).length;
-    this.status.textContent = `${points.length} run${points.length === 1 ? '' : 's'} measured this cell` + (regressions ? `; ${regressions} drop${regressions === 1 ? '' : 's'} of more than ${REGRESSION}% (red)` : '');
+    const repeated = ok.some((r) => r.stats.n > 1);
+    this.status.textContent =
+      `${runs.length} run${runs.length === 1 ? '' : 's'} measured this cell` +
+      (repeated ? '; a point is the median of a run\'s repeats, the band their range (min–max)' : '') +
+      (regressions ? `; ${regressions} drop${regressions === 1 ? '' : 's'} of more than ${REGRESSION}% (red)` : '');
     this.renderChart(ok, changes);
-    this.renderTable(points);
+    this.renderTable(runs);
   }
 
   renderChart(ok, changes) {
@@ -98,21 +130,27 @@ export class TrendView {
     if (!Chart) {
       return;
     }
-    const colors = changes.map((c) => (c !== null && c < -REGRESSION ? '#c0392b' : '#1f6fd1'));
+    const colors = changes.map((c) => (c !== null && c < -REGRESSION ? BAD : LINE));
+    // The band: the minimum of each run's repeats, then the maximum filled down to it.
+    const band = { band: true, borderWidth: 0, pointRadius: 0, pointHoverRadius: 0, backgroundColor: BAND, tension: 0 };
     const data = {
-      labels: ok.map((p) => `#${p.run_id}`),
+      labels: ok.map((r) => `#${r.run_id}`),
       datasets: [
+        { ...band, label: 'min of repeats', data: ok.map((r) => r.stats.min), fill: false },
+        { ...band, label: 'max of repeats', data: ok.map((r) => r.stats.max), fill: '-1' },
         {
-          label: 'records/s',
-          data: ok.map((p) => p.records_per_s),
-          borderColor: '#1f6fd1',
+          label: 'records/s (median)',
+          data: ok.map((r) => r.stats.median),
+          borderColor: LINE,
           pointBackgroundColor: colors,
           pointBorderColor: colors,
           pointRadius: changes.map((c) => (c !== null && c < -REGRESSION ? 7 : 4)),
-          segment: { borderColor: (ctx) => (colors[ctx.p1DataIndex] === '#c0392b' ? '#c0392b' : '#1f6fd1') },
+          segment: { borderColor: (ctx) => (colors[ctx.p1DataIndex] === BAD ? BAD : LINE) },
+          fill: false,
         },
       ],
     };
+    this.plotted = ok;
     if (this.chart) {
       this.chart.data = data;
       this.chart.update('none');
@@ -130,29 +168,47 @@ export class TrendView {
         },
         plugins: {
           legend: { display: false },
-          tooltip: { callbacks: { label: (ctx) => `${formatRate(ctx.parsed.y)} records/s (${formatChange(ctx.dataIndex > 0 ? ok[ctx.dataIndex - 1].records_per_s : null, ctx.parsed.y)})` } },
+          tooltip: {
+            filter: (item) => !item.dataset.band,
+            callbacks: {
+              label: (ctx) => {
+                const run = this.plotted[ctx.dataIndex];
+                const spread = run && run.stats.n > 1 ? `, median of ${run.stats.n}: ${formatRate(run.stats.min)}–${formatRate(run.stats.max)}` : '';
+                const before = ctx.dataIndex > 0 ? this.plotted[ctx.dataIndex - 1].stats.median : null;
+                return `${formatRate(ctx.parsed.y)} records/s${spread} (${formatChange(before, ctx.parsed.y)})`;
+              },
+            },
+          },
         },
       },
     });
   }
 
-  renderTable(points) {
+  // One row per run: the median of its repeats and their range.
+  renderTable(runs) {
     clear(this.table);
     let previous = null;
-    const rows = points.map((p) => {
-      const change = p.failed ? null : percentChange(previous, p.records_per_s);
+    const rows = runs.map((r) => {
+      const s = r.stats;
+      const change = s ? percentChange(previous, s.median) : null;
+      const figure = !s
+        ? `failed: ${text(r.rows.find((x) => x.failed)?.error)}`
+        : s.n > 1
+          ? `${formatRate(s.median)} (${formatRate(s.min)}–${formatRate(s.max)})`
+          : formatRate(s.median);
       const row = el(
         'tr',
-        { class: p.failed ? 'failed' : change !== null && change < -REGRESSION ? 'regression' : '' },
-        el('td', { text: `#${p.run_id}` }),
-        el('td', { text: formatDate(p.run_started_at) }),
-        el('td', { text: text(p.run_note) }),
-        el('td', { text: text(p.run_tern_version) }),
-        el('td', { class: 'num', text: p.failed ? `failed: ${text(p.error)}` : formatRate(p.records_per_s) }),
-        el('td', { class: 'num', text: p.failed ? '' : formatChange(previous, p.records_per_s) }),
+        { class: !s ? 'failed' : change !== null && change < -REGRESSION ? 'regression' : '' },
+        el('td', { text: `#${r.run_id}` }),
+        el('td', { text: formatDate(r.run_started_at) }),
+        el('td', { text: text(r.run_note) }),
+        el('td', { text: text(r.run_tern_version) }),
+        el('td', { class: 'num', text: figure }),
+        el('td', { class: 'num', text: r.ok < r.rows.length ? `${r.ok} of ${r.rows.length}` : String(r.rows.length) }),
+        el('td', { class: 'num', text: s ? formatChange(previous, s.median) : '' }),
       );
-      if (!p.failed) {
-        previous = p.records_per_s;
+      if (s) {
+        previous = s.median;
       }
       return row;
     });
@@ -160,7 +216,7 @@ export class TrendView {
       el(
         'table',
         { class: 'data' },
-        el('thead', {}, el('tr', {}, ...['run', 'date', 'note', 'tern', 'records/s', 'vs previous'].map((h) => el('th', { text: h })))),
+        el('thead', {}, el('tr', {}, ...['run', 'date', 'note', 'tern', 'records/s: median (min–max)', 'repeats', 'vs previous'].map((h) => el('th', { text: h })))),
         el('tbody', {}, rows),
       ),
     );

@@ -6,15 +6,17 @@
 // Both check that every link panel has a chart with points for both layers,
 // that a run started while the page is open appears and fills in cell by
 // cell without a reload, that a note made of HTML renders as text, and save
-// a screenshot of the run view into the build folder. The bench mode skips
-// (exit 77) while the tern executable has no bench command.
+// a screenshot of the run view into the build folder. The fixture mode also
+// checks runs of 3 repeats with a third layer (zmq): one point per cell with
+// its spread, and the run's environment. The bench mode skips (exit 77)
+// while the tern executable has no bench command.
 
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { check, main, OUT_DIR, runTern, sleep, SKIP, startDashboard, startProcess, step, tempDir, waitFor, webModule } from './harness.mjs';
-import { cells, createDatabase, finishedRun, insertResult, insertRun, LINKS, runSqlite, XSS_NOTE } from './fixture.mjs';
+import { cellCount, cells, createDatabase, ENVIRONMENT, finishedRun, insertResult, insertRun, LINKS, runSqlite, XSS_NOTE } from './fixture.mjs';
 
 const mode = process.argv[2];
 if (mode !== 'bench' && mode !== 'fixture') {
@@ -37,17 +39,23 @@ function pageSummary() {
       const rate = Chart ? Chart.getChart(panel.querySelector('canvas.rate-chart')) : null;
       const share = Chart ? Chart.getChart(panel.querySelector('canvas.share-chart')) : null;
       const points = {};
+      let spreads = 0;
       if (rate) {
         rate.data.datasets.forEach((dataset, i) => {
           points[dataset.layer] = (points[dataset.layer] || 0) + rate.getDatasetMeta(i).data.length;
+          // A spread bar: several repeats whose range holds the median drawn.
+          spreads += (dataset.spread || []).filter((s, j) => s && s.n > 1 && s.min < s.max && s.min <= dataset.data[j].y && dataset.data[j].y <= s.max).length;
         });
       }
       return {
         link: panel.dataset.link,
         rateChart: Boolean(rate),
         shareChart: Boolean(share),
+        layers: points,
         tern: points.tern || 0,
         tcp: points.tcp || 0,
+        spreads,
+        spreadCells: [...panel.querySelectorAll('.values td')].filter((td) => /\(.+–.+\)/.test(td.textContent)).length,
         bars: share ? share.data.datasets.filter((d) => d.type === 'bar').reduce((n, d) => n + d.data.filter((v) => v !== null).length, 0) : 0,
         hundredLine: share ? share.data.datasets.some((d) => d.type === 'line' && d.borderDash?.length > 0 && d.data.every((v) => v === 100)) : false,
       };
@@ -55,7 +63,7 @@ function pageSummary() {
   };
 }
 
-const totalPoints = (summary) => summary.panels.reduce((n, p) => n + p.tern + p.tcp, 0);
+const totalPoints = (summary) => summary.panels.reduce((n, p) => n + Object.values(p.layers).reduce((a, b) => a + b, 0), 0);
 
 // One panel per link with results; a chart with both layers on each link with stream results.
 function checkPanels(summary, links, what, streamLinks = links) {
@@ -70,11 +78,14 @@ function checkPanels(summary, links, what, streamLinks = links) {
 }
 
 // Stream cells of a run that a chart can show: what the page should draw.
+// (Repeats of a cell are one point; an open-loop cell is not charted.)
 async function chartableCount(db, runId) {
+  const failed = (await hasColumn(db, 'results', 'failed')) ? 'failed = 0' : '1';
+  const closedLoop = (await hasColumn(db, 'results', 'rate')) ? 'IFNULL(rate, 0) = 0' : '1';
   const { stdout } = await execFileAsync('sqlite3', [
     db,
-    `SELECT count(*) FROM results WHERE run_id = ${runId} AND scenario = 'stream' AND lost = 0 AND records_per_msg > 0 AND records_per_s > 0` +
-      ` AND ${(await hasColumn(db, 'results', 'failed')) ? 'failed = 0' : '1'};`,
+    `SELECT count(*) FROM (SELECT DISTINCT link, layer, mode, records_per_msg, payload_bytes, concurrency, batch_bytes FROM results` +
+      ` WHERE run_id = ${runId} AND scenario = 'stream' AND lost = 0 AND records_per_msg > 0 AND records_per_s > 0 AND ${failed} AND ${closedLoop});`,
   ]);
   return Number(stdout.trim());
 }
@@ -156,26 +167,97 @@ async function watchLiveRun(page, runId, isRunning, what) {
   return seen;
 }
 
+// The trend chart's labels, band datasets, median line and table rows.
+function trendSummary() {
+  const chart = window.Chart.getChart(document.querySelector('canvas.trend-chart'));
+  const datasets = chart ? chart.data.datasets : [];
+  return {
+    shown: document.querySelector('#view-trend').dataset.shown,
+    labels: chart ? chart.data.labels : [],
+    filler: Boolean(window.Chart.registry.plugins.get('filler')),
+    bands: datasets.filter((d) => d.band).map((d) => ({ fill: d.fill, data: d.data })),
+    median: datasets.find((d) => !d.band)?.data ?? [],
+    rows: [...document.querySelectorAll('#view-trend tbody tr')].map((tr) => tr.textContent),
+  };
+}
+
+async function showTrend(page, cell) {
+  for (const [name, value] of Object.entries(cell)) {
+    await page.selectOption(`#view-trend select[name="${name}"]`, value);
+  }
+  await page.click('#view-trend button[type="submit"]');
+}
+
+// Compares run a with run b in the Compare view; what the page shows then.
+async function showComparison(page, a, b) {
+  await page.selectOption('#view-compare select[name="a"]', String(a));
+  await page.selectOption('#view-compare select[name="b"]', String(b));
+  await page.click('#view-compare button[type="submit"]');
+  await waitFor(`the comparison of #${a} and #${b}`, async () => (await page.locator('#view-compare .muted').first().textContent()).startsWith(`Run #${a} (A) against run #${b} (B)`));
+  return page.evaluate(() => {
+    const rows = [...document.querySelectorAll('#view-compare tbody tr')];
+    // A cell is coloured when its background is not transparent.
+    const coloured = rows.filter((tr) => [...tr.cells].some((td) => getComputedStyle(td).backgroundColor !== 'rgba(0, 0, 0, 0)'));
+    const red = rows.find((tr) => tr.dataset.verdict === 'regression')?.querySelector('td.change');
+    return {
+      status: document.querySelector('#view-compare .muted').textContent,
+      environment: document.querySelector('#view-compare .compare-env').textContent,
+      rows: rows.length,
+      coloured: coloured.length,
+      regressions: rows.filter((tr) => tr.dataset.verdict === 'regression').length,
+      titles: rows.map((tr) => tr.title),
+      red: red ? { title: red.title, rowTitle: red.parentElement.title, color: getComputedStyle(red).color, background: getComputedStyle(red).backgroundColor } : {},
+    };
+  });
+}
+
+// The fixture's first two runs: 3 repeats a cell, and a third layer.
+const REPEATED = { repeats: 3, layers: ['tern', 'tcp', 'zmq'] };
+
 async function fixtureMode(browser, problems) {
   const dir = tempDir();
   const db = join(dir, 'bench.db');
   createDatabase(db);
-  runSqlite(db, finishedRun(1, XSS_NOTE));
-  runSqlite(db, finishedRun(2, 'fixture run 2'));
+  runSqlite(db, finishedRun(1, XSS_NOTE, 1, REPEATED));
+  runSqlite(db, finishedRun(2, 'fixture run 2', 1, REPEATED));
   const dashboard = await startDashboard(db);
   const page = await openPage(browser, dashboard.url, problems);
 
-  step('the newest run: a panel per link, points for both layers');
+  step('the newest run: a panel per link, a point per cell for each of three layers');
+  const run2 = cells(2, 1, LINKS, REPEATED);
   await waitFor('run #2 panels', async () => {
     const s = await page.evaluate(pageSummary);
-    return s.selected === 2 && s.panels.length === LINKS.length && totalPoints(s) === cells(2).length;
+    return s.selected === 2 && s.panels.length === LINKS.length && totalPoints(s) === cellCount(run2);
   });
   const summary = await page.evaluate(pageSummary);
   checkPanels(summary, LINKS.map((l) => l.name), 'run #2');
   for (const panel of summary.panels) {
     const limited = LINKS.find((l) => l.name === panel.link).bandwidth_Bps !== null;
     check(panel.hundredLine === limited, `panel ${panel.link}: the dotted 100% line is drawn exactly when the link has a bandwidth`);
+    check(panel.layers.zmq === cellCount(run2.filter((r) => r.link === panel.link && r.layer === 'zmq')), `panel ${panel.link}: a point per zmq cell beside tern and tcp: ${JSON.stringify(panel.layers)}`);
   }
+  // On loopback no cell hits a bandwidth cap, so each of its 3 repeats differs.
+  const loopback = summary.panels.find((p) => p.link === 'loopback');
+  const loopbackCells = cellCount(run2.filter((r) => r.link === 'loopback'));
+  check(loopback.spreads === loopbackCells, `loopback: a spread bar for each of its ${loopbackCells} cells, got ${loopback.spreads}`);
+  check(loopback.spreadCells === loopbackCells, `loopback: the values table shows "median (min–max)" for each cell, got ${loopback.spreadCells}`);
+
+  // The page's median is bench/stats.c's: the mean of the middle two of an even count.
+  const medians = await page.evaluate(async () => {
+    const { summarize } = await import('/cells.js');
+    return [summarize([4, 1, 10, 2]), summarize([3, 1, 2]), summarize([])];
+  });
+  check(JSON.stringify(medians) === JSON.stringify([{ n: 4, median: 3, min: 1, max: 10 }, { n: 3, median: 2, min: 1, max: 3 }, null]), `medians: ${JSON.stringify(medians)}`);
+
+  step("the run's environment in its header");
+  const header = await page.evaluate(() => ({
+    kernel: document.querySelector('.run-header dd.kernel')?.textContent,
+    build: document.querySelector('.run-header dd.build')?.textContent,
+    commit: document.querySelector('.run-header dd.commit')?.textContent,
+    env: document.querySelector('.run-header details.env')?.textContent ?? '',
+  }));
+  check(header.kernel === ENVIRONMENT.kernel && header.build === `${ENVIRONMENT.build_type}, ${ENVIRONMENT.compiler}` && header.commit.includes(ENVIRONMENT.tern_commit), `the header names kernel, build and commit: ${JSON.stringify(header)}`);
+  check(header.env.includes('governor') && header.env.includes('performance'), `the header lists the env members: ${header.env}`);
 
   step('the note renders as text');
   await checkNoteIsText(page, 1);
@@ -211,22 +293,54 @@ async function fixtureMode(browser, problems) {
   check(done.marker === 'no reload', 'the page was not reloaded');
   check(seen.some((s) => s.points > 0 && s.points < liveCells.length), `the panels filled in cell by cell: ${JSON.stringify(seen.slice(-3))}`);
 
-  step('trend and compare views');
+  step('the trend of a repeated cell: a point per run and a band');
+  // Run #2 has the zmq layer: its cells fill the trend's pickers.
+  await page.click('#runs tr[data-run-id="2"]');
+  await waitFor('run #2 again', async () => (await page.evaluate(pageSummary)).panels.length === LINKS.length);
   await page.click('nav button[data-view="trend"]');
-  await page.selectOption('#view-trend select[name="link"]', 'lan');
-  await page.selectOption('#view-trend select[name="layer"]', 'tern');
-  await page.selectOption('#view-trend select[name="mode"]', 'batched');
-  await page.selectOption('#view-trend select[name="records_per_msg"]', '16');
-  await page.click('#view-trend button[type="submit"]');
-  await waitFor('the trend table', async () => (await page.locator('#view-trend tbody tr').count()) === 3);
-  check(await page.evaluate(() => Boolean(window.Chart.getChart(document.querySelector('canvas.trend-chart')))), 'the trend has a chart');
+  // lan at 1 record a message is below the link's cap, so the repeats differ; the live run #3 has it too.
+  await showTrend(page, { link: 'lan', layer: 'tern', mode: 'batched', records_per_msg: '1' });
+  const trend = await waitFor('the trend of lan tern batched 1', async () => {
+    const t = await page.evaluate(trendSummary);
+    return t.shown === 'lan tern batched 1' ? t : null;
+  });
+  check(JSON.stringify(trend.labels) === JSON.stringify(['#1', '#2', '#3']) && trend.rows.length === 3, `a point and a table row per run, not per repeat: ${JSON.stringify(trend.labels)}, ${trend.rows.length} rows`);
+  check(trend.filler && trend.bands.length === 2 && trend.bands[0].fill === false && trend.bands[1].fill === '-1', `a band filled between the min and max datasets: ${JSON.stringify(trend.bands)}`);
+  const [low, high] = trend.bands.map((b) => b.data);
+  check([0, 1].every((i) => low[i] < trend.median[i] && trend.median[i] < high[i]), `runs #1 and #2 (3 repeats): min < median < max: ${JSON.stringify({ low, median: trend.median, high })}`);
+  check(low[2] === trend.median[2] && high[2] === trend.median[2], 'run #3 (one sample): the band closes on its point');
+  check(/\(.+–.+\)/.test(trend.rows[0]) && trend.rows[0].includes('3'), `the table row of run #1 shows median (min–max) and 3 repeats: ${trend.rows[0]}`);
+  await page.screenshot({ path: join(OUT_DIR, 'dashboard-trend-fixture.png'), fullPage: true });
+  await showTrend(page, { link: 'lan', layer: 'zmq', mode: 'lowlat', records_per_msg: '64' });
+  await waitFor('the zmq trend', async () => {
+    const t = await page.evaluate(trendSummary);
+    return t.shown === 'lan zmq lowlat 64' && t.labels.join() === '#1,#2' && t.rows.length === 2;
+  });
+
+  step('compare: identical samples give no verdict, half as fast gives red cells');
+  // Run #4 has run #2's samples; run #5 is half as fast on another kernel.
+  runSqlite(db, finishedRun(4, 'run 2 again', 1, { ...REPEATED, seed: 2 }));
+  runSqlite(db, finishedRun(5, 'half as fast', 0.5, { ...REPEATED, seed: 2, environment: { kernel: 'Linux 6.19.0 x86_64' } }));
+  await waitFor('runs #4 and #5 in the list', async () => (await page.evaluate(pageSummary)).runIds.includes(5));
   await page.click('nav button[data-view="compare"]');
-  await page.selectOption('#view-compare select[name="a"]', '1');
-  await page.selectOption('#view-compare select[name="b"]', '2');
-  await page.click('#view-compare button[type="submit"]');
-  await waitFor('the comparison', async () => (await page.locator('#view-compare tbody tr').count()) === cells(1).length);
-  const change = await page.locator('#view-compare tbody tr td.change').first().textContent();
-  check(/^[+-]\d+\.\d%$/.test(change), `a change in percent: ${change}`);
+  const count = cellCount(cells(2, 1, LINKS, REPEATED));
+  const same = await showComparison(page, 2, 4);
+  check(same.rows === count, `a row per cell: ${same.rows} rows, ${count} cells`);
+  check(same.coloured === 0, `identical samples: no coloured cell, got ${same.coloured}`);
+  check(/\b0 regressions\b/.test(same.status) && /\b0 improvements\b/.test(same.status), `the summary says 0 regressions and 0 improvements: ${same.status}`);
+  check(same.environment === 'same environment', `the environments are the same: ${same.environment}`);
+  check(same.titles.every((t) => /^same: p = [\d.e-]+, n = 3\/3$/.test(t)), `each cell's title has its p-value and n = 3/3: ${same.titles[0]}`);
+  const half = await showComparison(page, 2, 5);
+  check(half.regressions === count && half.coloured === count, `half as fast: every cell a red regression: ${half.regressions} of ${count}`);
+  check(half.red.color === 'rgb(192, 57, 43)' && half.red.background !== 'rgba(0, 0, 0, 0)', `a regression is red: ${JSON.stringify(half.red)}`);
+  const p = /^regression: p = ([\d.e-]+), n = 3\/3$/.exec(half.red.title);
+  check(p && Number(p[1]) < 0.01 && half.red.title === half.red.rowTitle, `the red cell's title gives its p-value (< 0.01) and n: ${half.red.title}`);
+  check(new RegExp(`\\b${count} regressions\\b`).test(half.status), `the summary counts the regressions: ${half.status}`);
+  check(half.environment.includes('kernel') && half.environment.includes('Linux 6.19.0 x86_64'), `the kernel difference is shown: ${half.environment}`);
+  // The pushes of runs #4 and #5 came before this reply: the counts are final.
+  const listed = await page.evaluate(() => document.querySelector('#runs tr[data-run-id="5"]').textContent);
+  check(listed.includes(`${cells(5, 1, LINKS, REPEATED).length} results`), `a run written at once is counted once: ${listed}`);
+  await page.screenshot({ path: join(OUT_DIR, 'dashboard-compare-fixture.png') });
   await page.close();
   await dashboard.stopCleanly();
 

@@ -38,6 +38,16 @@ static const char schema_v2[] =
     " error TEXT, cpu_s_per_gb REAL);"
     "PRAGMA user_version = 2;";
 
+/* What version 3 adds to version 2: the run's environment, repeats, open-loop rates. */
+static const char schema_v3_added[] =
+    "ALTER TABLE runs ADD COLUMN cpu_model TEXT; ALTER TABLE runs ADD COLUMN kernel TEXT;"
+    "ALTER TABLE runs ADD COLUMN compiler TEXT; ALTER TABLE runs ADD COLUMN build_type TEXT;"
+    "ALTER TABLE runs ADD COLUMN tern_commit TEXT; ALTER TABLE runs ADD COLUMN env TEXT;"
+    "ALTER TABLE runs ADD COLUMN pid INTEGER; ALTER TABLE results ADD COLUMN spread REAL;"
+    "ALTER TABLE results ADD COLUMN repeat INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE results ADD COLUMN rate REAL;"
+    "PRAGMA user_version = 3;";
+
 /* The SPEC's minimum schema: no status, failed or error columns. */
 static const char schema_v1[] =
     "PRAGMA journal_mode = WAL;"
@@ -253,6 +263,7 @@ test_runs_run_and_trend(void **state)
 	cJSON *oldest = cJSON_GetArrayItem(runs, 1);
 	assert_string_equal(string_of(oldest, "note"), "<img src=x onerror=alert(1)>");
 	assert_int_equal((int)number_of(oldest, "results"), 2);
+	assert_int_equal((int)number_of(oldest, "last_result_id"), 2);
 	/* The list leaves the configuration out; one run carries it. */
 	assert_null(cJSON_GetObjectItemCaseSensitive(oldest, "config"));
 	cJSON_Delete(msg);
@@ -428,6 +439,129 @@ expect_error(struct dash_store *st, const char *request, const char *mentions)
 	cJSON_Delete(msg);
 }
 
+/* A finished schema-3 run with its environment (the kernel named). */
+static void
+add_run_v3(sqlite3 *db, int id, const char *kernel)
+{
+	char sql[512];
+	add_run(db, id, "repeated");
+	snprintf(sql, sizeof(sql),
+	         "UPDATE runs SET status = 'finished', finished_at = 'z', cpu_model = 'Test CPU',"
+	         " kernel = '%s', compiler = 'gcc 12.2.0', build_type = 'RelWithDebInfo',"
+	         " tern_commit = 'abc1234', env = '{\"governor\":\"performance\"}' WHERE id = %d",
+	         kernel, id);
+	exec(db, sql);
+}
+
+/* Three repeats of one cell: rate x (1 - 1%, 1, 1 + 1%). */
+static void
+add_repeats(sqlite3 *db, int run, const char *layer, double rate)
+{
+	const double spread[] = {0.99, 1.0, 1.01};
+	char sql[128];
+	for (int i = 0; i < 3; i++) {
+		add_result(db, run, layer, 16, rate * spread[i], 0);
+		snprintf(sql, sizeof(sql),
+		         "UPDATE results SET repeat = %d WHERE id = last_insert_rowid()", i);
+		exec(db, sql);
+	}
+}
+
+static const cJSON *
+compare_cell(const cJSON *msg, const char *layer)
+{
+	const cJSON *cell;
+	cJSON_ArrayForEach(cell, cJSON_GetObjectItemCaseSensitive(msg, "cells"))
+	{
+		if (strcmp(string_of(cell, "layer"), layer) == 0) {
+			return cell;
+		}
+	}
+	fail_msg("no %s cell in the comparison", layer);
+	return NULL;
+}
+
+static void
+test_compare(void **state)
+{
+	struct fixture *f = *state;
+	open_writer(f, schema_v2);
+	exec(f->writer, schema_v3_added);
+	/* 1 and 2: the same samples. 3: tern at half the rate, on another kernel. */
+	for (int run = 1; run <= 3; run++) {
+		add_run_v3(f->writer, run, run == 3 ? "6.18.1" : "6.18.0");
+		add_repeats(f->writer, run, "tern", run == 3 ? 500000 : 1000000);
+		add_repeats(f->writer, run, "tcp", 2000000);
+	}
+	struct dash_store *st = dash_store_open(f->path);
+	assert_int_equal(dash_store_state(st), DASH_STORE_READY);
+
+	cJSON *msg = reply(st, "{\"type\":\"compare\",\"a\":1,\"b\":2,\"req\":5}");
+	assert_string_equal(string_of(msg, "type"), "compare");
+	assert_int_equal((int)number_of(msg, "req"), 5);
+	assert_int_equal((int)number_of(msg, "a"), 1);
+	assert_int_equal((int)number_of(msg, "b"), 2);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(msg, "environment")),
+	                 0);
+	const cJSON *sum = cJSON_GetObjectItemCaseSensitive(msg, "summary");
+	assert_int_equal((int)number_of(sum, "cells"), 2);
+	assert_int_equal((int)number_of(sum, "regressions"), 0);
+	assert_int_equal((int)number_of(sum, "improvements"), 0);
+	assert_int_equal((int)number_of(sum, "same"), 2);
+	const cJSON *tern = compare_cell(msg, "tern");
+	assert_string_equal(string_of(tern, "verdict"), "same");
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tern, "tested")));
+	assert_int_equal((int)number_of(cJSON_GetObjectItemCaseSensitive(tern, "a"), "n"), 3);
+	assert_true(number_of(tern, "p") > 0.99);
+	cJSON_Delete(msg);
+
+	msg = reply(st, "{\"type\":\"compare\",\"a\":1,\"b\":3}");
+	sum = cJSON_GetObjectItemCaseSensitive(msg, "summary");
+	assert_int_equal((int)number_of(sum, "regressions"), 1);
+	assert_int_equal((int)number_of(sum, "same"), 1);
+	tern = compare_cell(msg, "tern");
+	assert_string_equal(string_of(tern, "verdict"), "regression");
+	assert_true(number_of(tern, "p") < 0.01);
+	assert_true(number_of(tern, "change_pct") < -49 && number_of(tern, "change_pct") > -51);
+	assert_true(number_of(cJSON_GetObjectItemCaseSensitive(tern, "b"), "median") == 500000);
+	assert_string_equal(string_of(compare_cell(msg, "tcp"), "verdict"), "same");
+	const cJSON *env = cJSON_GetObjectItemCaseSensitive(msg, "environment");
+	assert_int_equal(cJSON_GetArraySize(env), 1);
+	assert_string_equal(string_of(cJSON_GetArrayItem(env, 0), "name"), "kernel");
+	assert_string_equal(string_of(cJSON_GetArrayItem(env, 0), "a"), "6.18.0");
+	assert_string_equal(string_of(cJSON_GetArrayItem(env, 0), "b"), "6.18.1");
+	cJSON_Delete(msg);
+
+	/* The run carries its environment, env as an object. */
+	msg = reply(st, "{\"type\":\"run\",\"run_id\":3}");
+	const cJSON *run = cJSON_GetObjectItemCaseSensitive(msg, "run");
+	assert_string_equal(string_of(run, "kernel"), "6.18.1");
+	assert_string_equal(string_of(run, "tern_commit"), "abc1234");
+	assert_string_equal(string_of(run, "build_type"), "RelWithDebInfo");
+	assert_string_equal(string_of(cJSON_GetObjectItemCaseSensitive(run, "env"), "governor"),
+	                    "performance");
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(msg, "results")), 6);
+	cJSON_Delete(msg);
+
+	expect_error(st, "{\"type\":\"compare\",\"a\":1}", "\"b\"");
+	expect_error(st, "{\"type\":\"compare\",\"a\":\"1\",\"b\":2}", "positive integers");
+	expect_error(st, "{\"type\":\"compare\",\"a\":0,\"b\":2}", "positive integers");
+	expect_error(st, "{\"type\":\"compare\",\"a\":1,\"b\":99}", "no run 99");
+	msg = reply(st, "{\"type\":\"compare\",\"a\":99,\"b\":1,\"req\":\"c\"}");
+	assert_string_equal(string_of(msg, "request"), "compare");
+	assert_string_equal(string_of(msg, "req"), "c");
+	cJSON_Delete(msg);
+	dash_store_close(st);
+
+	/* Nothing to compare in a missing database: an error, and still no file. */
+	char missing[128];
+	snprintf(missing, sizeof(missing), "%s/none.db", f->dir);
+	st = dash_store_open(missing);
+	expect_error(st, "{\"type\":\"compare\",\"a\":1,\"b\":2}", "does not exist");
+	assert_int_not_equal(access(missing, F_OK), 0);
+	dash_store_close(st);
+}
+
 static void
 test_bad_requests(void **state)
 {
@@ -502,6 +636,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_replaced_database, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_schema_version_1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_compare, setup, teardown),
 	    cmocka_unit_test(test_origin_check),
 	};
 	return cmocka_run_group_tests_name("dashboard_store", tests, NULL, NULL);

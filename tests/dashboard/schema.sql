@@ -1,6 +1,7 @@
 -- The benchmark database as `tern bench` writes it (the SPEC's schema plus
--- the agreed columns of user_version 2), for tests that need a database
--- before or without a real bench.
+-- the columns of user_version 2 and 3: the run's environment, results.repeat
+-- for --repeat, results.rate for open-loop cells), for tests that need a
+-- database before or without a real bench.
 PRAGMA journal_mode = WAL;
 CREATE TABLE runs (
   id           INTEGER PRIMARY KEY,
@@ -10,7 +11,11 @@ CREATE TABLE runs (
   host         TEXT, cpu TEXT, cores INTEGER,
   note         TEXT,
   config       TEXT NOT NULL,
-  status       TEXT NOT NULL DEFAULT 'running'
+  status       TEXT NOT NULL DEFAULT 'running',
+  cpu_model    TEXT, kernel TEXT, compiler TEXT,
+  build_type   TEXT, tern_commit TEXT,
+  env          TEXT,
+  pid          INTEGER
 );
 CREATE TABLE links (
   run_id        INTEGER NOT NULL REFERENCES runs(id),
@@ -42,6 +47,10 @@ CREATE TABLE results (
   lost            INTEGER NOT NULL DEFAULT 0,
   failed          INTEGER NOT NULL DEFAULT 0,
   error           TEXT,
-  cpu_s_per_gb    REAL
+  cpu_s_per_gb    REAL,
+  spread          REAL,
+  repeat          INTEGER NOT NULL DEFAULT 0,
+  rate            REAL
 );
-PRAGMA user_version = 2;
+CREATE INDEX results_run ON results(run_id);
+PRAGMA user_version = 3;

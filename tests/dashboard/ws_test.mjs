@@ -1,13 +1,14 @@
 // ws_test.mjs: the dashboard's HTTP files and every websocket message type:
-// runs/run/trend requests and their errors, the pushes while a run is
+// runs/run/trend/compare requests and their errors, the pushes while a run is
 // written (run_added, result, run_updated), a missing database, and the
 // refusals: a foreign Origin, a path other than /ws, a message over 64 KiB.
+// The compare reply is checked against `tern bench compare --format json`.
 
 import http from 'node:http';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { check, main, startDashboard, step, tempDir, waitFor, webModule } from './harness.mjs';
-import { cells, createDatabase, finishedRun, insertResult, insertRun, LINKS, runSqlite, SIZES, XSS_NOTE } from './fixture.mjs';
+import { check, main, runTern, startDashboard, step, tempDir, waitFor, webModule } from './harness.mjs';
+import { cellCount, cells, createDatabase, finishedRun, insertResult, insertRun, LINKS, runSqlite, SIZES, XSS_NOTE } from './fixture.mjs';
 
 const { default: WebSocket } = await webModule('ws', 'index.js');
 const LIMIT = 64 * 1024;
@@ -84,6 +85,54 @@ async function expectRefusedUpgrade(what, url, options) {
   check(outcome === 'refused', `${what}: the upgrade should be refused, got ${outcome}`);
 }
 
+// Runs 1 and 2 have the same samples, 3 repeats a cell; run 3 is half as fast
+// in every cell, on another kernel. The dashboard's verdicts must be the CLI's.
+async function compareRepeats(dir) {
+  const db = join(dir, 'repeats.db');
+  createDatabase(db);
+  runSqlite(db, finishedRun(1, 'before', 1, { repeats: 3, seed: 7 }));
+  runSqlite(db, finishedRun(2, 'the same again', 1, { repeats: 3, seed: 7 }));
+  runSqlite(db, finishedRun(3, 'half as fast', 0.5, { repeats: 3, seed: 7, environment: { kernel: 'Linux 6.19.0 x86_64' } }));
+  const dashboard = await startDashboard(db);
+  const client = new Client(dashboard.wsUrl);
+  await client.opened();
+  await client.next('the list of runs', (m) => m.type === 'runs');
+  const count = cellCount(cells(1));
+
+  const run = await client.request({ type: 'run', run_id: 1, req: 'run' });
+  check(run.results.length === 3 * count, `a run with 3 repeats has 3 rows a cell: ${run.results.length} rows, ${count} cells`);
+  check(run.run.kernel === 'Linux 6.18.44 x86_64' && run.run.tern_commit === 'c2712b9' && run.run.env.governor === 'performance', `the run carries its environment: ${JSON.stringify(run.run)}`);
+  const trend = await client.request({ type: 'trend', link: 'loopback', layer: 'tern', mode: 'batched', records_per_msg: 16, req: 'trend' });
+  check(trend.points.length === 9 && JSON.stringify(trend.points.map((p) => [p.run_id, p.repeat])) === JSON.stringify([1, 2, 3].flatMap((r) => [[r, 0], [r, 1], [r, 2]])), `a trend point per row, each with its repeat: ${JSON.stringify(trend.points.map((p) => [p.run_id, p.repeat]))}`);
+
+  const same = await client.request({ type: 'compare', a: 1, b: 2, req: 'same' });
+  check(same.cells.length === count && same.summary.cells === count, `compare 1 2: ${count} cells, got ${same.cells.length}`);
+  check(same.summary.regressions === 0 && same.summary.improvements === 0 && same.summary.same === count, `identical samples: no verdict: ${JSON.stringify(same.summary)}`);
+  check(same.cells.every((c) => c.verdict === 'same' && c.tested && c.a.n === 3 && c.b.n === 3), 'every cell tested over 3 samples a side, and the same');
+  check(same.environment.length === 0, `the same environment: ${JSON.stringify(same.environment)}`);
+
+  const half = await client.request({ type: 'compare', a: 1, b: 3, req: 'half' });
+  check(half.summary.regressions === count && half.summary.improvements === 0, `half as fast: every cell a regression: ${JSON.stringify(half.summary)}`);
+  const cell = half.cells.find((c) => c.link === 'loopback' && c.layer === 'tern' && c.mode === 'batched' && c.records_per_msg === 16);
+  check(cell && cell.verdict === 'regression' && cell.p < 0.01 && Math.abs(cell.change_pct + 50) < 0.5, `loopback tern batched 16: ${JSON.stringify(cell)}`);
+  check(half.environment.length === 1 && half.environment[0].name === 'kernel' && half.environment[0].b === 'Linux 6.19.0 x86_64', `the kernel differs: ${JSON.stringify(half.environment)}`);
+
+  // The same report as the command's, cell for cell (when tern has its bench).
+  const hasBench = runTern(['bench', '--help']).status === 0;
+  if (!hasBench) {
+    console.log('note: `tern bench --help` fails: the report is not checked against `tern bench compare`');
+  }
+  for (const [a, b, reply, status] of hasBench ? [[1, 2, same, 0], [1, 3, half, 3]] : []) {
+    const cli = runTern(['bench', 'compare', String(a), String(b), '--db', db, '--format', 'json']);
+    check(cli.status === status, `tern bench compare ${a} ${b} exits ${status}, got ${cli.status}: ${cli.stderr}`);
+    const report = JSON.parse(cli.stdout);
+    const strip = ({ type, req, ...rest }) => rest;
+    check(JSON.stringify(strip(reply)) === JSON.stringify(report), `the dashboard's report for ${a} ${b} is the command's:\n${JSON.stringify(strip(reply)).slice(0, 400)}\n${JSON.stringify(report).slice(0, 400)}`);
+  }
+  client.close();
+  await dashboard.stopCleanly();
+}
+
 await main('dashboard_ws', async () => {
   const dir = tempDir();
   const db = join(dir, 'bench.db');
@@ -131,6 +180,13 @@ await main('dashboard_ws', async () => {
   check(trend.points[0].run_id === 1 && trend.points[1].run_id === 2, 'trend points, oldest run first');
   check(trend.cell.link === 'wifi' && trend.cell.records_per_msg === 16, 'the trend names its cell');
 
+  step('compare: one sample a side is never a verdict');
+  const single = await client.request({ type: 'compare', a: 1, b: 2, req: 4 });
+  check(single.type === 'compare' && single.a === 1 && single.b === 2, `compare reply: ${JSON.stringify(single).slice(0, 200)}`);
+  check(single.cells.length === cells(1).length && single.summary.untested === single.cells.length, `every cell untested: ${JSON.stringify(single.summary)}`);
+  check(single.cells.every((c) => c.verdict === 'same' && !c.tested && c.p === null && c.a.n === 1 && c.b.n === 1), 'untested cells are "same", without a p-value');
+  check(single.summary.regressions === 0 && single.summary.improvements === 0, `no verdicts: ${JSON.stringify(single.summary)}`);
+
   step('errors');
   for (const [request, mentions] of [
     [{ type: 'nope', req: 10 }, 'unknown message type'],
@@ -140,6 +196,14 @@ await main('dashboard_ws', async () => {
   ]) {
     const reply = await client.request(request);
     check(reply.type === 'error' && reply.error.includes(mentions), `${JSON.stringify(request)} -> ${JSON.stringify(reply)}`);
+  }
+  for (const [request, mentions] of [
+    [{ type: 'compare', a: 1, req: 14 }, '"b"'],
+    [{ type: 'compare', a: 1, b: 'two', req: 15 }, 'positive integers'],
+    [{ type: 'compare', a: 1, b: 999, req: 16 }, 'no run 999'],
+  ]) {
+    const reply = await client.request(request);
+    check(reply.type === 'error' && reply.request === 'compare' && reply.error.includes(mentions), `${JSON.stringify(request)} -> ${JSON.stringify(reply)}`);
   }
   const before = client.messages.length;
   client.ws.send('{ not json');
@@ -209,6 +273,9 @@ await main('dashboard_ws', async () => {
   await after.next('the server still serves', (m) => m.type === 'runs');
   after.close();
   await dashboard.stopCleanly();
+
+  step('compare over repeats, as `tern bench compare` says it');
+  await compareRepeats(dir);
 
   step('a missing database, then a bench creates it');
   const missing = join(dir, 'later.db');
