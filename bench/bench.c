@@ -29,6 +29,8 @@
 #define MB               1e6
 /* More samples than this would not change a t-test's verdict, only the time. */
 #define REPEAT_MAX 100
+/* 100 M records/s is 6.4 GB/s of payload, beyond what loopback carries. */
+#define RATE_MAX 100000000ull
 
 /* Can the JSON report be written? Opened without truncating, so an
  * existing file is kept until the run has something to put in it. */
@@ -65,6 +67,10 @@ static const char usage[] =
     "                       (default 1K,10K,64K,1M,64M)\n"
     "  --duration SECONDS   sending time of a stream or pingpong cell (default 5;\n"
     "                       bytes and fanin cells send for 0.4 of it)\n"
+    "  --rate LIST          open-loop stream: records/s sent on schedule, one record\n"
+    "                       a message, with one-way latency percentiles; K = 1000,\n"
+    "                       M = 10^6 (default: half of each link's bandwidth in\n"
+    "                       payload, 100k on loopback and unix; 0: none)\n"
     "  --repeat N           run each cell N times, the layers interleaved (default 1;\n"
     "                       at most 100); tables show the median and the spread\n"
     "  --db FILE            SQLite database (default tern-bench.db)\n"
@@ -152,10 +158,11 @@ quick_defaults(struct bench_config *cfg)
 	cfg->duration = 0.2;
 }
 
-/* Parse "a,b,c" of unsigned numbers (K and M suffixes when allow_suffix). */
+/* Parse "a,b,c" of unsigned numbers; with a unit (1000 or 1024), K and M
+ * suffixes stand for unit and unit squared. */
 static int
 parse_list(const char *opt, const char *s, uint64_t *out, size_t max, size_t *n, uint64_t lo,
-           uint64_t hi, bool allow_suffix)
+           uint64_t hi, uint64_t unit)
 {
 	const char *p = s;
 
@@ -171,11 +178,11 @@ parse_list(const char *opt, const char *s, uint64_t *out, size_t max, size_t *n,
 			return -1;
 		}
 		v = strtoull(p, &end, 10);
-		if (allow_suffix && (*end == 'K' || *end == 'k')) {
-			v *= 1024;
+		if (unit != 0 && (*end == 'K' || *end == 'k')) {
+			v = v > UINT64_MAX / unit ? UINT64_MAX : v * unit;
 			end++;
-		} else if (allow_suffix && (*end == 'M' || *end == 'm')) {
-			v *= 1048576;
+		} else if (unit != 0 && (*end == 'M' || *end == 'm')) {
+			v = v > UINT64_MAX / unit / unit ? UINT64_MAX : v * unit * unit;
 			end++;
 		}
 		if (errno != 0 || v < lo || v > hi || (*end != ',' && *end != '\0') ||
@@ -206,11 +213,37 @@ parse_u32_list(const char *opt, const char *s, uint32_t *out, size_t *n, uint64_
 	uint64_t v[MAX_VALUES];
 	size_t i;
 
-	if (parse_list(opt, s, v, MAX_VALUES, n, lo, hi, false) != 0) {
+	if (parse_list(opt, s, v, MAX_VALUES, n, lo, hi, 0) != 0) {
 		return -1;
 	}
 	for (i = 0; i < *n; i++) {
 		out[i] = (uint32_t)v[i];
+	}
+	return 0;
+}
+
+/* --rate LIST: open-loop stream rates for every link; "0" alone: none. */
+static int
+parse_rates(struct bench_config *cfg, const char *a)
+{
+	uint64_t v[MAX_VALUES];
+	size_t n;
+	size_t i;
+
+	if (parse_list("--rate", a, v, MAX_VALUES, &n, 0, RATE_MAX, 1000) != 0) {
+		return -1;
+	}
+	cfg->rates_given = true;
+	cfg->nrates = 0;
+	for (i = 0; i < n; i++) {
+		if (v[i] == 0 && n > 1) {
+			fprintf(stderr,
+			        "tern bench: --rate %s: 0 (no open-loop cells) stands alone\n", a);
+			return -1;
+		}
+		if (v[i] > 0) {
+			cfg->rates[cfg->nrates++] = (double)v[i];
+		}
 	}
 	return 0;
 }
@@ -284,6 +317,7 @@ enum {
 	OPT_BATCH,
 	OPT_SIZES,
 	OPT_DURATION,
+	OPT_RATE,
 	OPT_REPEAT,
 	OPT_DB,
 	OPT_OUT,
@@ -305,6 +339,7 @@ static const struct option long_opts[] = {
     {"batch-bytes", required_argument, NULL, OPT_BATCH},
     {"sizes", required_argument, NULL, OPT_SIZES},
     {"duration", required_argument, NULL, OPT_DURATION},
+    {"rate", required_argument, NULL, OPT_RATE},
     {"repeat", required_argument, NULL, OPT_REPEAT},
     {"db", required_argument, NULL, OPT_DB},
     {"out", required_argument, NULL, OPT_OUT},
@@ -473,7 +508,7 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 			break;
 		case OPT_SIZES:
 			if (parse_list("--sizes", a, sizes, MAX_VALUES, &cfg->nsizes, 8,
-			               LAYER_MAX_MESSAGE, true) != 0) {
+			               LAYER_MAX_MESSAGE, 1024) != 0) {
 				return -1;
 			}
 			memcpy(cfg->sizes, sizes, cfg->nsizes * sizeof(sizes[0]));
@@ -492,6 +527,11 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 			cfg->duration = d;
 			break;
 		}
+		case OPT_RATE:
+			if (parse_rates(cfg, a) != 0) {
+				return -1;
+			}
+			break;
 		case OPT_REPEAT:
 			if (parse_u32_list("--repeat", a, &cfg->repeat, &n, 1, REPEAT_MAX) != 0 ||
 			    n != 1) {

@@ -9,6 +9,7 @@
 #include "record.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,42 @@ quick_runs_on(const struct bench_config *cfg, enum scenario_kind k, const struct
 	return l == &cfg->links[0];
 }
 
+size_t
+matrix_link_rates(const struct bench_config *cfg, const struct bench_link *l, double *rates)
+{
+	if (cfg->rates_given) {
+		memcpy(rates, cfg->rates, cfg->nrates * sizeof(rates[0]));
+		return cfg->nrates;
+	}
+	/* Half of the link in payload: the wire also carries each message's
+	 * framing (the tcp layer's 4-byte length, tern's frame header), so the
+	 * link is a little more than half busy. */
+	rates[0] = l->bandwidth_Bps > 0 ? floor(l->bandwidth_Bps / 2 / RECORD_BYTES)
+	                                : MATRIX_UNLIMITED_RATE;
+	return 1;
+}
+
+/* The open-loop stream cells of a link: one record a message, so each
+ * latency is one record's, for each rate, mode and layer. */
+static int
+build_open_loop(struct bench_run *run, size_t *cap, struct cell *c)
+{
+	double rates[MAX_VALUES];
+	size_t n = matrix_link_rates(&run->cfg, c->link, rates);
+	size_t i;
+
+	c->records_per_msg = 1;
+	c->payload_bytes = RECORD_BYTES;
+	for (i = 0; i < n; i++) {
+		c->rate = rates[i];
+		if (push_modes(run, cap, c, false) != 0) {
+			return -1;
+		}
+	}
+	c->rate = 0;
+	return 0;
+}
+
 static int
 build_link(struct bench_run *run, size_t *cap, const struct bench_link *l)
 {
@@ -138,6 +175,9 @@ build_link(struct bench_run *run, size_t *cap, const struct bench_link *l)
 				if (push_modes(run, cap, &c, false) != 0) {
 					return -1;
 				}
+			}
+			if (build_open_loop(run, cap, &c) != 0) {
+				return -1;
 			}
 			break;
 		case SCEN_PINGPONG:
@@ -210,6 +250,13 @@ matrix_cell_estimate(const struct cell *c)
 {
 	double t = c->duration + CELL_OVERHEAD_S;
 
+	/* An open-loop cell sends its whole schedule: longer when the rate is
+	 * more than the link carries, up to when its sender gives up. */
+	if (c->rate > 0 && c->link->emulated && c->link->bandwidth_Bps > 0 &&
+	    c->rate * RECORD_BYTES > c->link->bandwidth_Bps) {
+		t += fmin(c->duration * (c->rate * RECORD_BYTES / c->link->bandwidth_Bps - 1),
+		          (RATE_GIVE_UP_WINDOWS - 1) * c->duration + RATE_GIVE_UP_NS / 1e9);
+	}
 	if (c->link->emulated) {
 		t += 4 * c->link->rtt_ms / 1000.0;
 		if (c->link->bandwidth_Bps > 0) {
@@ -235,6 +282,19 @@ size_label(uint64_t n, char *buf, size_t len)
 	}
 }
 
+/* 976562 as "977k", 1500000 as "1.5M", 500 as "500". */
+static void
+rate_label(double r, char *buf, size_t len)
+{
+	if (r >= 1e6) {
+		snprintf(buf, len, "%.3gM", r / 1e6);
+	} else if (r >= 1e3) {
+		snprintf(buf, len, "%.3gk", r / 1e3);
+	} else {
+		snprintf(buf, len, "%.3g", r);
+	}
+}
+
 void
 matrix_cell_label(const struct cell *c, char *buf, size_t len)
 {
@@ -243,7 +303,13 @@ matrix_cell_label(const struct cell *c, char *buf, size_t len)
 
 	switch (c->kind) {
 	case SCEN_STREAM:
-		snprintf(param, sizeof(param), "%u rec/msg", c->records_per_msg);
+		if (c->rate > 0) {
+			rate_label(c->rate, sz, sizeof(sz));
+			snprintf(param, sizeof(param), "%u rec/msg @ %s rec/s", c->records_per_msg,
+			         sz);
+		} else {
+			snprintf(param, sizeof(param), "%u rec/msg", c->records_per_msg);
+		}
 		break;
 	case SCEN_PINGPONG:
 		snprintf(param, sizeof(param), "%u in flight", c->concurrency);
@@ -277,6 +343,21 @@ u32_array(const uint32_t *v, size_t n)
 	return a;
 }
 
+/* The open-loop rates a link gets, records/s. */
+static cJSON *
+rates_array(const struct bench_config *cfg, const struct bench_link *l)
+{
+	double rates[MAX_VALUES];
+	size_t n = matrix_link_rates(cfg, l, rates);
+	cJSON *a = cJSON_CreateArray();
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		cJSON_AddItemToArray(a, cJSON_CreateNumber(rates[i]));
+	}
+	return a;
+}
+
 char *
 matrix_config_json(const struct bench_config *cfg)
 {
@@ -304,6 +385,7 @@ matrix_config_json(const struct bench_config *cfg)
 		                        cfg->links[i].is_unix    ? "unix"
 		                        : cfg->links[i].emulated ? "emulated"
 		                                                 : "loopback");
+		cJSON_AddItemToObject(l, "rates", rates_array(cfg, &cfg->links[i]));
 		cJSON_AddItemToArray(a, l);
 	}
 	a = cJSON_AddArrayToObject(o, "layers");
@@ -324,6 +406,15 @@ matrix_config_json(const struct bench_config *cfg)
 		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)cfg->sizes[i]));
 	}
 	cJSON_AddNumberToObject(o, "duration", cfg->duration);
+	/* --rate as given; null: each link's default, listed with the link */
+	if (cfg->rates_given) {
+		a = cJSON_AddArrayToObject(o, "rates");
+		for (i = 0; i < cfg->nrates; i++) {
+			cJSON_AddItemToArray(a, cJSON_CreateNumber(cfg->rates[i]));
+		}
+	} else {
+		cJSON_AddNullToObject(o, "rates");
+	}
 	cJSON_AddNumberToObject(o, "repeat", cfg->repeat ? cfg->repeat : 1);
 	cJSON_AddNumberToObject(o, "record_bytes", RECORD_BYTES);
 	cJSON_AddBoolToObject(o, "quick", cfg->quick);

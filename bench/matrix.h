@@ -38,7 +38,10 @@ struct bench_config {
 	uint64_t sizes[MAX_VALUES]; /* bytes scenario payloads */
 	size_t nsizes;
 	double duration;
-	uint32_t repeat; /* samples of each cell, tern and tcp interleaved */
+	double rates[MAX_VALUES]; /* --rate: open-loop stream rates (records/s) */
+	size_t nrates;
+	bool rates_given; /* false: each link's default rate (matrix_link_rates) */
+	uint32_t repeat;  /* samples of each cell, tern and tcp interleaved */
 	const char *db;
 	const char *out;
 	const char *note;
@@ -60,10 +63,19 @@ struct bench_run {
 /* Expand cfg into cells (run->cells, run->ncells). 0 or -1 (out of memory). */
 int matrix_build(struct bench_run *run);
 
+/* Open-loop stream rates without --rate: half of a link's bandwidth in
+ * record payload, or MATRIX_UNLIMITED_RATE on a link without a limit. */
+#define MATRIX_UNLIMITED_RATE 100000.0
+
+/* The open-loop rates (records/s) a link gets; returns how many (at most
+ * MAX_VALUES), 0 after --rate 0. */
+size_t matrix_link_rates(const struct bench_config *cfg, const struct bench_link *l, double *rates);
+
 /* Seconds a cell is expected to take, for the time-left estimate. */
 double matrix_cell_estimate(const struct cell *c);
 
-/* A short label for a cell: "stream wifi tern batched 16 rec". */
+/* A short label for a cell: "stream wifi tern batched 16 rec/msg", and for
+ * an open-loop one "stream lan tern batched 1 rec/msg @ 977k rec/s". */
 void matrix_cell_label(const struct cell *c, char *buf, size_t len);
 
 /* The configuration as JSON (caller frees). */

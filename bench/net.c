@@ -46,6 +46,16 @@ net_sleep_ns(uint64_t ns)
 	}
 }
 
+void
+net_sleep_until_ns(uint64_t t)
+{
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u),
+	                      .tv_nsec = (long)(t % 1000000000u)};
+
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+	}
+}
+
 int
 net_is_unix(const char *endpoint)
 {

@@ -18,6 +18,8 @@ uint64_t net_now_ns(void);
 uint64_t net_wall_ns(void);
 /* Sleep for ns nanoseconds (restarted on EINTR). */
 void net_sleep_ns(uint64_t ns);
+/* Sleep until net_now_ns() reaches t (restarted on EINTR). */
+void net_sleep_until_ns(uint64_t t);
 
 /*
  * Listen on an endpoint ("tcp://127.0.0.1:0" or "unix:///path"); the

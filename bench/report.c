@@ -1,7 +1,8 @@
 /*
  * report.c - what a run shows: a table per link on stdout (tcp and tern side
- * by side for each scenario, size and mode, with the tern/tcp ratio), and
- * the whole run as JSON for --out.
+ * by side for each scenario, size and mode, with the tern/tcp ratio; then
+ * the open-loop stream cells, a line per layer with the delivered rate and
+ * the latency percentiles), and the whole run as JSON for --out.
  */
 #include "matrix.h"
 #include "record.h"
@@ -16,7 +17,8 @@ same_row(const struct cell *a, const struct cell *b)
 {
 	return a->link == b->link && a->kind == b->kind && a->lowlat == b->lowlat &&
 	       a->records_per_msg == b->records_per_msg && a->payload_bytes == b->payload_bytes &&
-	       a->concurrency == b->concurrency && a->batch_bytes == b->batch_bytes;
+	       a->concurrency == b->concurrency && a->batch_bytes == b->batch_bytes &&
+	       a->rate == b->rate;
 }
 
 static void
@@ -103,6 +105,78 @@ notes(const struct bench_run *run, const struct cell *c, long it, long ie, char 
 	}
 }
 
+/* A latency for a table: 3.4us, 45us, 1.25ms, 860.2ms, 3.41s; "-" if none. */
+static void
+latency(double us, char *buf, size_t len)
+{
+	if (us < 0) {
+		snprintf(buf, len, "-");
+	} else if (us < 10) {
+		snprintf(buf, len, "%.1fus", us);
+	} else if (us < 1e3) {
+		snprintf(buf, len, "%.0fus", us);
+	} else if (us < 1e4) {
+		snprintf(buf, len, "%.2fms", us / 1e3);
+	} else if (us < 1e6) {
+		snprintf(buf, len, "%.1fms", us / 1e3);
+	} else {
+		snprintf(buf, len, "%.2fs", us / 1e6);
+	}
+}
+
+/* The open-loop stream cells of a link, apart from the closed-loop rows:
+ * one line per cell, the rate and mode written when they change. */
+static void
+open_loop_rows(FILE *out, const struct bench_run *run, const struct bench_link *l)
+{
+	const struct cell *prev = NULL;
+	size_t i;
+
+	for (i = 0; i < run->ncells; i++) {
+		const struct cell *c = &run->cells[i];
+		const struct cell_result *r = &run->results[i];
+		char rate[24] = "";
+		char layer[32];
+		char got[16];
+		char p50[16];
+		char p99[16];
+		char p999[16];
+
+		if (c->link != l || c->rate <= 0 || !run->done[i]) {
+			continue;
+		}
+		if (prev == NULL) {
+			fprintf(out,
+			        "open loop, 1 record a message: one-way latency from each record's "
+			        "intended send time\n");
+			fprintf(out, "%-14s %-7s %-8s | %10s %9s %9s %9s\n", "offered rec/s",
+			        "mode", "layer", "records/s", "p50", "p99", "p99.9");
+		}
+		if (prev == NULL || prev->rate != c->rate) {
+			si(c->rate, rate, sizeof(rate));
+		}
+		if (run->cfg.repeat > 1) {
+			snprintf(layer, sizeof(layer), "%s #%u", c->layer->name, c->repeat + 1);
+		} else {
+			snprintf(layer, sizeof(layer), "%s", c->layer->name);
+		}
+		if (r->failed) {
+			snprintf(got, sizeof(got), "FAILED");
+		} else {
+			si(r->records_per_s, got, sizeof(got));
+		}
+		latency(r->lat_p50_us, p50, sizeof(p50));
+		latency(r->lat_p99_us, p99, sizeof(p99));
+		latency(r->lat_p999_us, p999, sizeof(p999));
+		fprintf(out, "%-14s %-7s %-8s | %10s %9s %9s %9s\n", rate,
+		        prev != NULL && prev->rate == c->rate && prev->lowlat == c->lowlat
+		            ? ""
+		            : (c->lowlat ? "lowlat" : "batched"),
+		        layer, got, p50, p99, p999);
+		prev = c;
+	}
+}
+
 static void
 link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 {
@@ -137,7 +211,7 @@ link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 		char nt[128];
 		size_t j;
 
-		if (c->link != l || shown[i]) {
+		if (c->link != l || shown[i] || c->rate > 0) {
 			continue;
 		}
 		for (j = i; j < run->ncells; j++) {
@@ -163,6 +237,7 @@ link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 		fprintf(out, "%-8s %-20s %-7s | %-36s | %-36s | %8s | %s\n", scenario_name(c->kind),
 		        lab, c->lowlat ? "lowlat" : "batched", tc, te, ratio, nt);
 	}
+	open_loop_rows(out, run, l);
 	for (i = 0; i < run->ncells; i++) {
 		if (run->cells[i].link == l && run->done[i] && run->results[i].failed) {
 			char lab[128];
@@ -254,6 +329,7 @@ report_json(const struct bench_run *run, const char *path, char *err, size_t err
 		cJSON_AddNumberToObject(x, "bytes", (double)r->bytes);
 		cJSON_AddNumberToObject(x, "records_per_s", r->records_per_s);
 		cJSON_AddNumberToObject(x, "bytes_per_s", r->bytes_per_s);
+		add_opt(x, "rate", c->rate > 0 ? c->rate : -1);
 		add_opt(x, "link_share", r->link_share);
 		add_opt(x, "lat_p50_us", r->lat_p50_us);
 		add_opt(x, "lat_p99_us", r->lat_p99_us);

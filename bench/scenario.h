@@ -42,6 +42,11 @@ struct cell {
 	uint32_t repeat;          /* which of the run's --repeat samples this is, from 0 */
 };
 
+/* An open-loop sender still behind this many windows of --duration plus
+ * RATE_GIVE_UP_NS after its start gives up (scenario_push.c). */
+#define RATE_GIVE_UP_WINDOWS 10
+#define RATE_GIVE_UP_NS      (5ull * 1000000000ull)
+
 struct cell_result {
 	double seconds;
 	uint64_t messages;

@@ -16,12 +16,34 @@
 #include "bench_db_check.h"
 
 /*
- * The quick matrix: stream on 6 links x 2 layers x 2 modes x 3 sizes (72);
+ * The quick matrix: stream on 6 links x 2 layers x 2 modes x 3 sizes (72),
+ * and open loop at each link's default rate x 2 layers x 2 modes (24);
  * pingpong on loopback, 2 concurrencies x 2 modes x 2 layers (8); bytes on
  * unix, 2 sizes x 2 modes x 2 layers (8); fanin on lan, one batch size
  * batched plus lowlat, x 2 layers (4).
  */
-#define QUICK_CELLS (72 + 8 + 8 + 4)
+#define QUICK_CELLS (72 + 24 + 8 + 8 + 4)
+
+/* Results of the JSON report with a rate and latencies; every result must
+ * have a "rate" (null when closed loop). */
+static int
+json_open_loop(const cJSON *json)
+{
+	const cJSON *x;
+	int n = 0;
+
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(json, "results"))
+	{
+		const cJSON *rate = cJSON_GetObjectItem(x, "rate");
+
+		assert_non_null(rate);
+		if (cJSON_IsNumber(rate) && rate->valuedouble > 0 &&
+		    cJSON_IsNumber(cJSON_GetObjectItem(x, "lat_p999_us"))) {
+			n++;
+		}
+	}
+	return n;
+}
 
 static void
 quick_run_stores_sane_rows(void **state)
@@ -69,6 +91,22 @@ quick_run_stores_sane_rows(void **state)
 	assert_int_equal(db_number(db, "SELECT count(DISTINCT layer || mode || link) FROM results "
 	                               "WHERE scenario='stream'"),
 	                 24);
+	/* Open loop: half of each link's bandwidth in 64-byte records, 100k on
+	 * loopback and unix; the whole schedule of 0.2 s sent; latencies. */
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='stream' AND "
+	                               "rate IS NULL AND lat_p50_us IS NULL"),
+	                 72);
+	assert_int_equal(
+	    db_number(db, "SELECT count(*) FROM results WHERE scenario='stream' AND "
+	                  "records_per_msg=1 AND rate = CASE link WHEN 'lan' THEN 976562 "
+	                  "WHEN 'wifi' THEN 93750 WHEN 'lte' THEN 46875 WHEN 'wan' THEN 195312 "
+	                  "ELSE 100000 END AND records >= rate * 0.2 AND records < rate * 0.2 + 1 "
+	                  "AND lat_p50_us > 0 AND lat_p99_us >= lat_p50_us AND "
+	                  "lat_p999_us >= lat_p99_us"),
+	    24);
+	assert_int_equal(db_number(db, "SELECT count(DISTINCT layer || mode || link) FROM results "
+	                               "WHERE rate IS NOT NULL"),
+	                 24);
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='pingpong' "
 	                               "AND lat_p50_us > 0 AND lat_p999_us >= lat_p50_us"),
 	                 8);
@@ -92,6 +130,7 @@ quick_run_stores_sane_rows(void **state)
 	test_free(text);
 	assert_non_null(json);
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "results")), QUICK_CELLS);
+	assert_int_equal(json_open_loop(json), 24);
 	assert_string_equal(cJSON_GetObjectItem(json, "status")->valuestring, "finished");
 	cJSON_Delete(json);
 	unlink(out);

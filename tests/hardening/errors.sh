@@ -17,7 +17,7 @@ CASE=$2
 
 passed=0
 # A tiny bench matrix: one cell of one second, for cases that would run it.
-BENCH_ONE=(--scenarios stream --links loopback --layers tcp --modes batched --records 1 --duration 1)
+BENCH_ONE=(--scenarios stream --links loopback --layers tcp --modes batched --records 1 --rate 0 --duration 1)
 
 # expect LABEL WANT_STATUS REGEX SECONDS -- COMMAND...: run COMMAND (stdin
 # from /dev/null, stdout to $TMP/LABEL.out unless COMMAND redirects it).
