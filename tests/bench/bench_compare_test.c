@@ -25,8 +25,8 @@ run_bench(const char *db, const char *link)
 {
 	char *argv[] = {"bench",      "--scenarios", "stream",   "--link",   (char *)link,
 	                "--links",    "slow",        "--layers", "tcp,tern", "--modes",
-	                "batched",    "--records",   "16",       "--repeat", "3",
-	                "--duration", "0.3",         "--db",     (char *)db, NULL};
+	                "batched",    "--records",   "16",       "--repeat", "5",
+	                "--duration", "0.5",         "--db",     (char *)db, NULL};
 
 	return bench_main(19, argv);
 }
