@@ -26,9 +26,10 @@ run_bench(const char *db, const char *link)
 	char *argv[] = {"bench",      "--scenarios", "stream",   "--link",   (char *)link,
 	                "--links",    "slow",        "--layers", "tcp,tern", "--modes",
 	                "batched",    "--records",   "16",       "--repeat", "5",
-	                "--duration", "0.5",         "--db",     (char *)db, NULL};
+	                "--duration", "0.5",         "--db",     (char *)db, "--rate",
+	                "0",          NULL};
 
-	return bench_main(19, argv);
+	return bench_main(21, argv);
 }
 
 static int
