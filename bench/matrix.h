@@ -23,7 +23,7 @@ struct bench_config {
 	size_t nlinks;
 	enum scenario_kind scenarios[4];
 	size_t nscenarios;
-	const struct layer_ops *layers[3];
+	const struct layer_ops *layers[LAYER_MAX];
 	size_t nlayers;
 	bool modes[2]; /* false: batched, true: lowlat */
 	size_t nmodes;
@@ -38,7 +38,7 @@ struct bench_config {
 	uint64_t sizes[MAX_VALUES]; /* bytes scenario payloads */
 	size_t nsizes;
 	double duration;
-	uint32_t repeat; /* samples of each cell, tern and tcp interleaved */
+	uint32_t repeat; /* samples of each cell, the layers interleaved */
 	const char *db;
 	const char *out;
 	const char *note;
