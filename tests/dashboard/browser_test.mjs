@@ -48,6 +48,7 @@ function pageSummary() {
         shareChart: Boolean(share),
         tern: points.tern || 0,
         tcp: points.tcp || 0,
+        all: Object.values(points).reduce((n, v) => n + v, 0),
         bars: share ? share.data.datasets.filter((d) => d.type === 'bar').reduce((n, d) => n + d.data.filter((v) => v !== null).length, 0) : 0,
         hundredLine: share ? share.data.datasets.some((d) => d.type === 'line' && d.borderDash?.length > 0 && d.data.every((v) => v === 100)) : false,
       };
@@ -55,7 +56,8 @@ function pageSummary() {
   };
 }
 
-const totalPoints = (summary) => summary.panels.reduce((n, p) => n + p.tern + p.tcp, 0);
+// Every layer's points (zmq's too, when the bench was built with it).
+const totalPoints = (summary) => summary.panels.reduce((n, p) => n + p.all, 0);
 
 // One panel per link with results; a chart with both layers on each link with stream results.
 function checkPanels(summary, links, what, streamLinks = links) {
