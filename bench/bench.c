@@ -46,6 +46,12 @@ out_writable(const char *path)
 	return true;
 }
 
+#ifdef BENCH_HAVE_ZMQ
+#define ZMQ_BUILT ""
+#else
+#define ZMQ_BUILT "                       (this tern bench was built without libzmq)\n"
+#endif
+
 static const char usage[] =
     "usage: tern bench [OPTIONS]\n"
     "       tern bench compare A B [--db FILE] [--threshold PCT] [--format table|json]\n"
@@ -57,7 +63,9 @@ static const char usage[] =
     "  --scenarios LIST     stream,pingpong,bytes,fanin (default: all)\n"
     "  --links LIST         loopback,lan,wifi,lte,wan,unix and --link names (default: all)\n"
     "  --link NAME=MBPS:RTT_MS  add an emulated link (MBPS 0: unlimited)\n"
-    "  --layers LIST        tern,tcp (default: both)\n"
+    "  --layers LIST        tcp,tern,zmq (default: every one built; zmq is ZeroMQ\n"
+    "                       PUB/SUB, built with libzmq, and runs no pingpong, since\n"
+    "                       PUB/SUB has no reply path)\n" ZMQ_BUILT
     "  --modes LIST         batched,lowlat (default: both)\n"
     "  --records LIST       records per message for stream (default 1,4,16,64,256,1024)\n"
     "  --concurrency LIST   pingpong messages in flight (default 1,1000)\n"
@@ -101,6 +109,7 @@ defaults(struct bench_config *cfg)
 	static const uint32_t records[] = {1, 4, 16, 64, 256, 1024};
 	static const uint32_t batch[] = {1024, 8192, 16384, 65536};
 	static const uint64_t sizes[] = {1024, 10240, 65536, 1048576, 64u * 1048576};
+	const struct layer_ops *const *layers;
 
 	memset(cfg, 0, sizeof(*cfg));
 	add_link(cfg, "loopback", 0, 0, false, false);
@@ -114,9 +123,8 @@ defaults(struct bench_config *cfg)
 	cfg->scenarios[2] = SCEN_BYTES;
 	cfg->scenarios[3] = SCEN_FANIN;
 	cfg->nscenarios = 4;
-	cfg->layers[0] = &layer_tcp_ops;
-	cfg->layers[1] = &layer_tern_ops;
-	cfg->nlayers = 2;
+	layers = layer_all(&cfg->nlayers);
+	memcpy(cfg->layers, layers, cfg->nlayers * sizeof(layers[0]));
 	cfg->modes[0] = false;
 	cfg->modes[1] = true;
 	cfg->nmodes = 2;
@@ -454,10 +462,21 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 		case OPT_LAYERS:
 			cfg->nlayers = 0;
 			while (p && *p) {
-				if (next_word(&p, w, sizeof(w)) != 0 || layer_find(w) == NULL ||
-				    cfg->nlayers == 3) {
-					fprintf(stderr,
-					        "tern bench: --layers %s: expected tern, tcp\n", a);
+				bool word = next_word(&p, w, sizeof(w)) == 0;
+
+				if (word && layer_built_without(w)) {
+					fprintf(
+					    stderr,
+					    "tern bench: --layers: %s: this tern bench was built "
+					    "without libzmq (install libzmq3-dev and rebuild)\n",
+					    w);
+					return -1;
+				}
+				if (!word || layer_find(w) == NULL || cfg->nlayers == LAYER_MAX) {
+					fprintf(
+					    stderr,
+					    "tern bench: --layers %s: expected tcp, tern, zmq\n",
+					    a);
 					return -1;
 				}
 				cfg->layers[cfg->nlayers++] = layer_find(w);

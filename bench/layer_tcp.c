@@ -583,15 +583,3 @@ const struct layer_ops layer_tcp_ops = {
     .client_flush = tcp_client_flush,
     .client_close = tcp_client_close,
 };
-
-const struct layer_ops *
-layer_find(const char *name)
-{
-	if (strcmp(name, "tcp") == 0) {
-		return &layer_tcp_ops;
-	}
-	if (strcmp(name, "tern") == 0) {
-		return &layer_tern_ops;
-	}
-	return NULL;
-}

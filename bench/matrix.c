@@ -1,9 +1,10 @@
 /*
  * matrix.c - from a configuration to the ordered list of cells.
  *
- * Cells go link by link; within a link, the tcp and tern cells of one
- * scenario, size and mode run back to back, so the ratio between them
- * compares two measurements taken moments apart.
+ * Cells go link by link; within a link, the cells of every layer for one
+ * scenario, size and mode run back to back, so the ratios between them
+ * compare measurements taken moments apart. A layer without a reply path
+ * (zmq's PUB/SUB) gets no pingpong cells.
  */
 #include "matrix.h"
 #include "record.h"
@@ -64,6 +65,9 @@ push_layers(struct bench_run *run, size_t *cap, struct cell *c)
 	for (r = 0; r < (cfg->repeat ? cfg->repeat : 1); r++) {
 		c->repeat = r;
 		for (y = 0; y < cfg->nlayers; y++) {
+			if (c->kind == SCEN_PINGPONG && cfg->layers[y]->server_reply == NULL) {
+				continue;
+			}
 			c->layer = cfg->layers[y];
 			if (push(run, cap, c) != 0) {
 				return -1;

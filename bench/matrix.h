@@ -23,7 +23,7 @@ struct bench_config {
 	size_t nlinks;
 	enum scenario_kind scenarios[4];
 	size_t nscenarios;
-	const struct layer_ops *layers[3];
+	const struct layer_ops *layers[LAYER_MAX];
 	size_t nlayers;
 	bool modes[2]; /* false: batched, true: lowlat */
 	size_t nmodes;
@@ -41,7 +41,7 @@ struct bench_config {
 	double rates[MAX_VALUES]; /* --rate: open-loop stream rates (records/s) */
 	size_t nrates;
 	bool rates_given; /* false: each link's default rate (matrix_link_rates) */
-	uint32_t repeat;  /* samples of each cell, tern and tcp interleaved */
+	uint32_t repeat;  /* samples of each cell, the layers interleaved */
 	const char *db;
 	const char *out;
 	const char *note;

@@ -1,8 +1,9 @@
 /*
- * report.c - what a run shows: a table per link on stdout (tcp and tern side
- * by side for each scenario, size and mode, with the tern/tcp ratio; then
- * the open-loop stream cells, a line per layer with the delivered rate and
- * the latency percentiles), and the whole run as JSON for --out.
+ * report.c - what a run shows: a table per link on stdout (tcp, tern and,
+ * when it ran, zmq side by side for each scenario, size and mode, with each
+ * layer's ratio to tcp; then the open-loop stream cells, a line per layer
+ * with the delivered rate and the latency percentiles), and the whole run
+ * as JSON for --out.
  */
 #include "matrix.h"
 #include "record.h"
@@ -11,6 +12,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The table's layer columns, in order. tcp and tern always have theirs;
+ * zmq only when the run has it. zmq shows records/s and MB/s, no share or
+ * CPU, so that three layers fit in about 125 columns. */
+enum { COL_TCP, COL_TERN, COL_ZMQ, NCOLS };
+
+static const char *const col_name[NCOLS] = {"tcp", "tern", "zmq"};
+
+/* scenario, size, mode */
+#define LABEL_FMT "%-8s %-15s %-7s"
+#define LABEL_W   32
+/* records/s, MB/s, share, CPU s/GB */
+#define FULL_FMT "%6s %6s %5s %6s"
+#define FULL_W   26
+/* records/s, MB/s */
+#define SHORT_FMT "%6s %6s"
+#define SHORT_W   13
 
 static bool
 same_row(const struct cell *a, const struct cell *b)
@@ -35,37 +53,59 @@ si(double v, char *buf, size_t len)
 	}
 }
 
-/* One layer's columns: records/s, MB/s, share, CPU s/GB. */
+static bool
+ok(const struct bench_run *run, long i)
+{
+	return i >= 0 && run->done[i] && !run->results[i].failed;
+}
+
+/* One layer's columns: records/s, MB/s and, when full, share and CPU s/GB. */
 static void
-layer_cols(const struct bench_run *run, long i, char *buf, size_t len)
+layer_cols(const struct bench_run *run, long i, bool full, char *buf, size_t len)
 {
 	const struct cell_result *r;
 	char rate[16];
+	char mbs[16];
 	char share[16];
+	char cpu[16];
 
-	if (i < 0 || !run->done[i]) {
-		snprintf(buf, len, "%10s %9s %6s %8s", "-", "-", "-", "-");
+	if (i < 0 || !run->done[i] || run->results[i].failed) {
+		bool failed = i >= 0 && run->done[i];
+		const char *rest = failed ? "" : "-";
+
+		if (full) {
+			snprintf(buf, len, FULL_FMT, failed ? "FAILED" : "-", rest, rest, rest);
+		} else {
+			snprintf(buf, len, SHORT_FMT, failed ? "FAILED" : "-", rest);
+		}
 		return;
 	}
 	r = &run->results[i];
-	if (r->failed) {
-		snprintf(buf, len, "%10s %9s %6s %8s", "FAILED", "", "", "");
+	si(r->records_per_s, rate, sizeof(rate));
+	snprintf(mbs, sizeof(mbs), "%.1f", r->bytes_per_s / 1e6);
+	if (!full) {
+		snprintf(buf, len, SHORT_FMT, rate, mbs);
 		return;
 	}
-	si(r->records_per_s, rate, sizeof(rate));
 	if (r->link_share >= 0) {
 		snprintf(share, sizeof(share), "%.2f", r->link_share);
 	} else {
 		snprintf(share, sizeof(share), "-");
 	}
-	snprintf(buf, len, "%10s %9.1f %6s %8.2f", rate, r->bytes_per_s / 1e6, share,
-	         r->cpu_s_per_gb);
+	snprintf(cpu, sizeof(cpu), "%.2f", r->cpu_s_per_gb);
+	snprintf(buf, len, FULL_FMT, rate, mbs, share, cpu);
 }
 
-static bool
-ok(const struct bench_run *run, long i)
+/* records/s of cell i over that of cell ref, or "-". */
+static void
+ratio(const struct bench_run *run, long i, long ref, char *buf, size_t len)
 {
-	return i >= 0 && run->done[i] && !run->results[i].failed;
+	if (ok(run, i) && ok(run, ref) && run->results[ref].records_per_s > 0) {
+		snprintf(buf, len, "%.2f",
+		         run->results[i].records_per_s / run->results[ref].records_per_s);
+	} else {
+		snprintf(buf, len, "-");
+	}
 }
 
 static void
@@ -87,21 +127,35 @@ row_label(const struct cell *c, char *buf, size_t len)
 }
 
 static void
-notes(const struct bench_run *run, const struct cell *c, long it, long ie, char *buf, size_t len)
+notes(const struct bench_run *run, const struct cell *c, const long *idx, int ncols, char *buf,
+      size_t len)
 {
-	buf[0] = '\0';
-	if (c->kind == SCEN_PINGPONG && (ok(run, it) || ok(run, ie))) {
-		double tp50 = ok(run, it) ? run->results[it].lat_p50_us : -1;
-		double tp999 = ok(run, it) ? run->results[it].lat_p999_us : -1;
-		double ep50 = ok(run, ie) ? run->results[ie].lat_p50_us : -1;
-		double ep999 = ok(run, ie) ? run->results[ie].lat_p999_us : -1;
+	size_t n = 0;
+	int k;
 
-		snprintf(buf, len, "rtt p50/p99.9 us: tcp %.0f/%.0f tern %.0f/%.0f", tp50, tp999,
-		         ep50, ep999);
-	} else if (c->kind == SCEN_FANIN && (ok(run, it) || ok(run, ie))) {
-		snprintf(buf, len, "fastest/slowest: tcp %.2f tern %.2f",
-		         ok(run, it) ? run->results[it].spread : -1,
-		         ok(run, ie) ? run->results[ie].spread : -1);
+	buf[0] = '\0';
+	if (c->kind == SCEN_PINGPONG && (ok(run, idx[COL_TCP]) || ok(run, idx[COL_TERN]))) {
+		long it = idx[COL_TCP];
+		long ie = idx[COL_TERN];
+
+		snprintf(buf, len, "rtt p50/p99.9 us: tcp %.0f/%.0f tern %.0f/%.0f",
+		         ok(run, it) ? run->results[it].lat_p50_us : -1,
+		         ok(run, it) ? run->results[it].lat_p999_us : -1,
+		         ok(run, ie) ? run->results[ie].lat_p50_us : -1,
+		         ok(run, ie) ? run->results[ie].lat_p999_us : -1);
+		return;
+	}
+	if (c->kind != SCEN_FANIN) {
+		return;
+	}
+	for (k = 0; k < ncols && n < len; k++) {
+		if (ok(run, idx[k])) {
+			int w = snprintf(buf + n, len - n, "%s%s %.2f",
+			                 n == 0 ? "fastest/slowest: " : " ", col_name[k],
+			                 run->results[idx[k]].spread);
+
+			n += w > 0 ? (size_t)w : 0;
+		}
 	}
 }
 
@@ -178,14 +232,8 @@ open_loop_rows(FILE *out, const struct bench_run *run, const struct bench_link *
 }
 
 static void
-link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
+link_header(FILE *out, const struct bench_link *l, bool zmq)
 {
-	bool *shown = calloc(run->ncells, sizeof(*shown));
-	size_t i;
-
-	if (shown == NULL) {
-		return;
-	}
 	if (l->is_unix) {
 		fprintf(out, "\n== link %s: Unix-domain socket, no emulation ==\n", l->name);
 	} else if (!l->emulated) {
@@ -197,45 +245,77 @@ link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 		fprintf(out, "\n== link %s: unlimited, %.3g ms round trip ==\n", l->name,
 		        l->rtt_ms);
 	}
-	fprintf(out, "%-8s %-20s %-7s | %-36s | %-36s | %8s | %s\n", "scenario", "size", "mode",
-	        "tcp: records/s MB/s share cpu-s/GB", "tern: records/s MB/s share cpu-s/GB",
-	        "tern/tcp", "notes");
+	fprintf(out, "%-*s | %-*s | %-*s |", LABEL_W, "", FULL_W, "tcp", FULL_W, "tern");
+	if (zmq) {
+		fprintf(out, " %-*s | %-16s |\n", SHORT_W, "zmq", "ratio to tcp");
+	} else {
+		fprintf(out, " %-8s |\n", "ratio");
+	}
+	fprintf(out, LABEL_FMT " | " FULL_FMT " | " FULL_FMT " | ", "scenario", "size", "mode",
+	        "rec/s", "MB/s", "share", "cpu/GB", "rec/s", "MB/s", "share", "cpu/GB");
+	if (zmq) {
+		fprintf(out, SHORT_FMT " | %8s %7s | notes\n", "rec/s", "MB/s", "tern/tcp",
+		        "zmq/tcp");
+	} else {
+		fprintf(out, "%8s | notes\n", "tern/tcp");
+	}
+}
+
+static void
+link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
+{
+	bool *shown = calloc(run->ncells, sizeof(*shown));
+	bool zmq = false;
+	int ncols;
+	size_t i;
+
+	if (shown == NULL) {
+		return;
+	}
+	for (i = 0; i < run->cfg.nlayers; i++) {
+		zmq |= strcmp(run->cfg.layers[i]->name, col_name[COL_ZMQ]) == 0;
+	}
+	ncols = zmq ? NCOLS : COL_ZMQ;
+	link_header(out, l, zmq);
 	for (i = 0; i < run->ncells; i++) {
 		const struct cell *c = &run->cells[i];
-		long it = -1;
-		long ie = -1;
+		long idx[NCOLS] = {-1, -1, -1};
 		char lab[64];
-		char tc[64];
-		char te[64];
-		char ratio[16];
+		char cols[NCOLS][64];
+		char rt[16];
+		char rz[16];
 		char nt[128];
 		size_t j;
+		int k;
 
 		if (c->link != l || shown[i] || c->rate > 0) {
 			continue;
 		}
 		for (j = i; j < run->ncells; j++) {
-			if (!shown[j] && same_row(c, &run->cells[j])) {
-				shown[j] = true;
-				if (strcmp(run->cells[j].layer->name, "tcp") == 0) {
-					it = (long)j;
-				} else {
-					ie = (long)j;
+			if (shown[j] || !same_row(c, &run->cells[j])) {
+				continue;
+			}
+			shown[j] = true;
+			for (k = 0; k < ncols; k++) {
+				if (strcmp(run->cells[j].layer->name, col_name[k]) == 0) {
+					idx[k] = (long)j;
 				}
 			}
 		}
 		row_label(c, lab, sizeof(lab));
-		layer_cols(run, it, tc, sizeof(tc));
-		layer_cols(run, ie, te, sizeof(te));
-		if (ok(run, it) && ok(run, ie) && run->results[it].records_per_s > 0) {
-			snprintf(ratio, sizeof(ratio), "%.2f",
-			         run->results[ie].records_per_s / run->results[it].records_per_s);
-		} else {
-			snprintf(ratio, sizeof(ratio), "-");
+		for (k = 0; k < ncols; k++) {
+			layer_cols(run, idx[k], k != COL_ZMQ, cols[k], sizeof(cols[k]));
 		}
-		notes(run, c, it, ie, nt, sizeof(nt));
-		fprintf(out, "%-8s %-20s %-7s | %-36s | %-36s | %8s | %s\n", scenario_name(c->kind),
-		        lab, c->lowlat ? "lowlat" : "batched", tc, te, ratio, nt);
+		ratio(run, idx[COL_TERN], idx[COL_TCP], rt, sizeof(rt));
+		notes(run, c, idx, ncols, nt, sizeof(nt));
+		fprintf(out, LABEL_FMT " | %s | %s | ", scenario_name(c->kind), lab,
+		        c->lowlat ? "lowlat" : "batched", cols[COL_TCP], cols[COL_TERN]);
+		if (zmq) {
+			ratio(run, idx[COL_ZMQ], idx[COL_TCP], rz, sizeof(rz));
+			fprintf(out, "%s | %8s %7s | %s\n", cols[COL_ZMQ], rt, rz, nt);
+		} else {
+			fprintf(out, "%8s | %s\n", rt, nt);
+		}
 	}
 	open_loop_rows(out, run, l);
 	for (i = 0; i < run->ncells; i++) {

@@ -253,6 +253,11 @@ scenario_pingpong_run(struct cell_env *e, struct cell_result *res)
 	char *buf = NULL;
 
 	memset(&st, 0, sizeof(st));
+	if (c->layer->server_reply == NULL) {
+		/* the matrix gives such a layer no pingpong cells */
+		result_fail(res, "the %s layer has no reply path", c->layer->name);
+		return -1;
+	}
 	st.env = e;
 	st.res = res;
 	st.concurrency = c->concurrency ? c->concurrency : 1;

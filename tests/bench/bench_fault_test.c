@@ -20,6 +20,7 @@
 
 #include "bench.h"
 #include "bench_db_check.h"
+#include "layer.h"
 
 static int
 run_dropping(const char *layer, const char *db)
@@ -170,6 +171,9 @@ bad_options_are_usage_errors(void **state)
 	char *a4[] = {"bench", "--duration", "-1", NULL};
 	char *a5[] = {"bench", "--frobnicate", NULL};
 	char *a6[] = {"bench", "--scenarios", "stream,", NULL};
+	char *a8[] = {"bench", "--layers", "tcp,udp", NULL};
+	char *a9[] = {"bench", "--layers", "tcp,tern,zmq,tcp", NULL};
+	char *a10[] = {"bench", "--layers", "zmq", NULL};
 	char *a7[] = {"bench",       "--db",      "/nonexistent-dir/x.db",
 	              "--scenarios", "stream",    "--links",
 	              "loopback",    "--records", "1",
@@ -182,6 +186,13 @@ bad_options_are_usage_errors(void **state)
 	assert_int_equal(bench_main(3, a4), 2);
 	assert_int_equal(bench_main(2, a5), 2);
 	assert_int_equal(bench_main(3, a6), 2);
+	assert_int_equal(bench_main(3, a8), 2);
+	assert_int_equal(bench_main(3, a9), 2);
+	/* A bench built without libzmq refuses zmq as a usage error too. */
+	if (layer_find("zmq") == NULL) {
+		assert_true(layer_built_without("zmq"));
+		assert_int_equal(bench_main(3, a10), 2);
+	}
 	/* A database that cannot be opened fails before any cell runs. */
 	assert_int_equal(bench_main(11, a7), 1);
 }

@@ -14,15 +14,21 @@
 
 #include "bench.h"
 #include "bench_db_check.h"
+#include "layer.h"
 
 /*
- * The quick matrix: stream on 6 links x 2 layers x 2 modes x 3 sizes (72),
- * and open loop at each link's default rate x 2 layers x 2 modes (24);
- * pingpong on loopback, 2 concurrencies x 2 modes x 2 layers (8); bytes on
- * unix, 2 sizes x 2 modes x 2 layers (8); fanin on lan, one batch size
- * batched plus lowlat, x 2 layers (4).
+ * The quick matrix, with L layers (tcp and tern, and zmq when it was built):
+ * stream on 6 links x L layers x 2 modes x 3 sizes, and open loop at each
+ * link's default rate x L layers x 2 modes; pingpong on loopback, 2
+ * concurrencies x 2 modes x the 2 layers with a reply path (zmq has none);
+ * bytes on unix, 2 sizes x 2 modes x L layers; fanin on lan, one batch size
+ * batched plus lowlat, x L layers.
  */
-#define QUICK_CELLS (72 + 24 + 8 + 8 + 4)
+static int
+quick_cells(int layers)
+{
+	return 36 * layers + 12 * layers + 8 + 4 * layers + 2 * layers;
+}
 
 /* Results of the JSON report with a rate and latencies; every result must
  * have a "rate" (null when closed loop). */
@@ -51,6 +57,8 @@ quick_run_stores_sane_rows(void **state)
 	char db[64];
 	char out[80];
 	char *argv[] = {"bench", "--quick", "--db", db, "--out", out, "--note", "quick test", NULL};
+	int layers = layer_find("zmq") != NULL ? 3 : 2;
+	int cells = quick_cells(layers);
 	FILE *f;
 	cJSON *json;
 	char *text;
@@ -68,13 +76,13 @@ quick_run_stores_sane_rows(void **state)
 	                               "finished_at IS NOT NULL AND note='quick test'"),
 	                 1);
 	assert_int_equal(db_number(db, "SELECT count(*) FROM links"), 6);
-	assert_int_equal(db_number(db, "SELECT count(*) FROM results"), QUICK_CELLS);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results"), cells);
 	/* Every row is a success with figures that make sense. */
 	assert_int_equal(db_number(db,
 	                           "SELECT count(*) FROM results WHERE failed=0 AND lost=0 "
 	                           "AND error IS NULL AND records_per_s > 0 AND bytes_per_s > 0 "
 	                           "AND seconds > 0 AND records > 0 AND messages > 0"),
-	                 QUICK_CELLS);
+	                 cells);
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE link_share IS NOT NULL "
 	                               "AND link_share > 1.02"),
 	                 0);
@@ -87,15 +95,15 @@ quick_run_stores_sane_rows(void **state)
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='stream' AND "
 	                               "payload_bytes != records_per_msg * 64"),
 	                 0);
-	/* Both layers, both modes, every link. */
+	/* Every layer, both modes, every link. */
 	assert_int_equal(db_number(db, "SELECT count(DISTINCT layer || mode || link) FROM results "
 	                               "WHERE scenario='stream'"),
-	                 24);
+	                 12 * layers);
 	/* Open loop: half of each link's bandwidth in 64-byte records, 100k on
 	 * loopback and unix; the whole schedule of 0.2 s sent; latencies. */
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='stream' AND "
 	                               "rate IS NULL AND lat_p50_us IS NULL"),
-	                 72);
+	                 36 * layers);
 	assert_int_equal(
 	    db_number(db, "SELECT count(*) FROM results WHERE scenario='stream' AND "
 	                  "records_per_msg=1 AND rate = CASE link WHEN 'lan' THEN 976562 "
@@ -103,22 +111,26 @@ quick_run_stores_sane_rows(void **state)
 	                  "ELSE 100000 END AND records >= rate * 0.2 AND records < rate * 0.2 + 1 "
 	                  "AND lat_p50_us > 0 AND lat_p99_us >= lat_p50_us AND "
 	                  "lat_p999_us >= lat_p99_us"),
-	    24);
+	    12 * layers);
 	assert_int_equal(db_number(db, "SELECT count(DISTINCT layer || mode || link) FROM results "
 	                               "WHERE rate IS NOT NULL"),
-	                 24);
+	                 12 * layers);
+	assert_int_equal(db_number(db, "SELECT count(DISTINCT layer) FROM results"), layers);
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='pingpong' "
 	                               "AND lat_p50_us > 0 AND lat_p999_us >= lat_p50_us"),
 	                 8);
+	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='pingpong' "
+	                               "AND layer NOT IN ('tcp','tern')"),
+	                 0);
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE scenario='fanin' AND "
 	                               "concurrency=4 AND spread >= 1"),
-	                 4);
+	                 2 * layers);
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE cpu_s_per_gb > 0"),
-	                 QUICK_CELLS);
+	                 cells);
 	/* 1024 records of 64 bytes make a 64 KiB message. */
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE records_per_msg=1024 "
 	                               "AND payload_bytes=65536"),
-	                 24);
+	                 12 * layers);
 
 	f = fopen(out, "r");
 	assert_non_null(f);
@@ -129,8 +141,8 @@ quick_run_stores_sane_rows(void **state)
 	json = cJSON_Parse(text);
 	test_free(text);
 	assert_non_null(json);
-	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "results")), QUICK_CELLS);
-	assert_int_equal(json_open_loop(json), 24);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "results")), cells);
+	assert_int_equal(json_open_loop(json), 12 * layers);
 	assert_string_equal(cJSON_GetObjectItem(json, "status")->valuestring, "finished");
 	cJSON_Delete(json);
 	unlink(out);
