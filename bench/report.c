@@ -9,6 +9,7 @@
 #include "record.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,14 +127,44 @@ row_label(const struct cell *c, char *buf, size_t len)
 	snprintf(buf, len, "%s", p ? p : "");
 }
 
+/* The spread of a cell's repeats, for the notes: "spread tcp 2% tern 5%". */
+static size_t
+spread_note(const struct bench_run *run, const double *rsp, const long *idx, int ncols, char *buf,
+            size_t len)
+{
+	size_t n = 0;
+	int k;
+
+	for (k = 0; k < ncols && rsp != NULL && n < len; k++) {
+		if (ok(run, idx[k]) && rsp[idx[k]] >= 0) {
+			int w = snprintf(buf + n, len - n, "%s%s %.0f%%", n == 0 ? "spread " : " ",
+			                 col_name[k], rsp[idx[k]]);
+
+			n += w > 0 ? (size_t)w : 0;
+		}
+	}
+	return n < len ? n : len - 1;
+}
+
 static void
-notes(const struct bench_run *run, const struct cell *c, const long *idx, int ncols, char *buf,
-      size_t len)
+notes(const struct bench_run *run, const double *rsp, const struct cell *c, const long *idx,
+      int ncols, char *buf, size_t len)
 {
 	size_t n = 0;
 	int k;
 
 	buf[0] = '\0';
+	if (rsp != NULL) {
+		n = spread_note(run, rsp, idx, ncols, buf, len);
+		if (n > 0 && n + 2 < len) {
+			buf[n++] = ';';
+			buf[n++] = ' ';
+			buf[n] = '\0';
+		}
+		buf += n;
+		len -= n;
+		n = 0;
+	}
 	if (c->kind == SCEN_PINGPONG && (ok(run, idx[COL_TCP]) || ok(run, idx[COL_TERN]))) {
 		long it = idx[COL_TCP];
 		long ie = idx[COL_TERN];
@@ -181,7 +212,8 @@ latency(double us, char *buf, size_t len)
 /* The open-loop stream cells of a link, apart from the closed-loop rows:
  * one line per cell, the rate and mode written when they change. */
 static void
-open_loop_rows(FILE *out, const struct bench_run *run, const struct bench_link *l)
+open_loop_rows(FILE *out, const struct bench_run *run, const double *rsp,
+               const struct bench_link *l)
 {
 	const struct cell *prev = NULL;
 	size_t i;
@@ -203,17 +235,14 @@ open_loop_rows(FILE *out, const struct bench_run *run, const struct bench_link *
 			fprintf(out,
 			        "open loop, 1 record a message: one-way latency from each record's "
 			        "intended send time\n");
-			fprintf(out, "%-14s %-7s %-8s | %10s %9s %9s %9s\n", "offered rec/s",
-			        "mode", "layer", "records/s", "p50", "p99", "p99.9");
+			fprintf(out, "%-14s %-7s %-8s | %10s %9s %9s %9s%s\n", "offered rec/s",
+			        "mode", "layer", "records/s", "p50", "p99", "p99.9",
+			        rsp != NULL ? " | p99 spread" : "");
 		}
 		if (prev == NULL || prev->rate != c->rate) {
 			si(c->rate, rate, sizeof(rate));
 		}
-		if (run->cfg.repeat > 1) {
-			snprintf(layer, sizeof(layer), "%s #%u", c->layer->name, c->repeat + 1);
-		} else {
-			snprintf(layer, sizeof(layer), "%s", c->layer->name);
-		}
+		snprintf(layer, sizeof(layer), "%s", c->layer->name);
 		if (r->failed) {
 			snprintf(got, sizeof(got), "FAILED");
 		} else {
@@ -222,11 +251,15 @@ open_loop_rows(FILE *out, const struct bench_run *run, const struct bench_link *
 		latency(r->lat_p50_us, p50, sizeof(p50));
 		latency(r->lat_p99_us, p99, sizeof(p99));
 		latency(r->lat_p999_us, p999, sizeof(p999));
-		fprintf(out, "%-14s %-7s %-8s | %10s %9s %9s %9s\n", rate,
+		fprintf(out, "%-14s %-7s %-8s | %10s %9s %9s %9s", rate,
 		        prev != NULL && prev->rate == c->rate && prev->lowlat == c->lowlat
 		            ? ""
 		            : (c->lowlat ? "lowlat" : "batched"),
 		        layer, got, p50, p99, p999);
+		if (rsp != NULL && !r->failed && rsp[i] >= 0) {
+			fprintf(out, " | %.0f%%", rsp[i]);
+		}
+		fprintf(out, "\n");
 		prev = c;
 	}
 }
@@ -262,7 +295,7 @@ link_header(FILE *out, const struct bench_link *l, bool zmq)
 }
 
 static void
-link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
+link_table(FILE *out, const struct bench_run *run, const double *rsp, const struct bench_link *l)
 {
 	bool *shown = calloc(run->ncells, sizeof(*shown));
 	bool zmq = false;
@@ -284,7 +317,7 @@ link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 		char cols[NCOLS][64];
 		char rt[16];
 		char rz[16];
-		char nt[128];
+		char nt[192];
 		size_t j;
 		int k;
 
@@ -307,7 +340,10 @@ link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 			layer_cols(run, idx[k], k != COL_ZMQ, cols[k], sizeof(cols[k]));
 		}
 		ratio(run, idx[COL_TERN], idx[COL_TCP], rt, sizeof(rt));
-		notes(run, c, idx, ncols, nt, sizeof(nt));
+		notes(run, rsp, c, idx, ncols, nt, sizeof(nt));
+		if (strlen(nt) >= 2 && strcmp(nt + strlen(nt) - 2, "; ") == 0) {
+			nt[strlen(nt) - 2] = '\0'; /* the spread, and no other note */
+		}
 		fprintf(out, LABEL_FMT " | %s | %s | ", scenario_name(c->kind), lab,
 		        c->lowlat ? "lowlat" : "batched", cols[COL_TCP], cols[COL_TERN]);
 		if (zmq) {
@@ -317,7 +353,7 @@ link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 			fprintf(out, "%8s | %s\n", rt, nt);
 		}
 	}
-	open_loop_rows(out, run, l);
+	open_loop_rows(out, run, rsp, l);
 	for (i = 0; i < run->ncells; i++) {
 		if (run->cells[i].link == l && run->done[i] && run->results[i].failed) {
 			char lab[128];
@@ -329,13 +365,150 @@ link_table(FILE *out, const struct bench_run *run, const struct bench_link *l)
 	free(shown);
 }
 
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a;
+	double y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of the n values at v (sorted in place); -1 when n is 0. */
+static double
+median(double *v, size_t n)
+{
+	if (n == 0) {
+		return -1;
+	}
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One figure of the repeats of a cell: the median of the good ones. */
+static double
+median_of(const struct bench_run *run, const size_t *rows, size_t n, size_t offset, double *tmp,
+          size_t *count)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct cell_result *r = &run->results[rows[i]];
+		double v;
+
+		memcpy(&v, (const char *)r + offset, sizeof(v));
+		if (run->done[rows[i]] && !r->failed && v >= 0) {
+			tmp[k++] = v;
+		}
+	}
+	*count = k;
+	return median(tmp, k);
+}
+
+/* A run with --repeat, as a run of one sample a cell: each cell's medians
+ * (and its first failure, if a repeat failed), and in spread[] the range of
+ * its records/s (open loop: its p99) in percent of the median. */
+static int
+merge_repeats(const struct bench_run *run, struct bench_run *view, double **spread)
+{
+	size_t *rows = calloc(run->ncells, sizeof(*rows));
+	double *tmp = calloc(run->ncells, sizeof(*tmp));
+	bool *taken = calloc(run->ncells, sizeof(*taken));
+	static const size_t figures[] = {
+	    offsetof(struct cell_result, seconds),     offsetof(struct cell_result, records_per_s),
+	    offsetof(struct cell_result, bytes_per_s), offsetof(struct cell_result, link_share),
+	    offsetof(struct cell_result, lat_p50_us),  offsetof(struct cell_result, lat_p99_us),
+	    offsetof(struct cell_result, lat_p999_us), offsetof(struct cell_result, spread),
+	    offsetof(struct cell_result, cpu_s_per_gb)};
+
+	*view = *run;
+	view->cells = calloc(run->ncells, sizeof(*view->cells));
+	view->results = calloc(run->ncells, sizeof(*view->results));
+	view->done = calloc(run->ncells, sizeof(*view->done));
+	*spread = calloc(run->ncells, sizeof(**spread));
+	view->ncells = 0;
+	if (rows == NULL || tmp == NULL || taken == NULL || view->cells == NULL ||
+	    view->results == NULL || view->done == NULL || *spread == NULL) {
+		free(rows);
+		free(tmp);
+		free(taken);
+		return -1;
+	}
+	for (size_t i = 0; i < run->ncells; i++) {
+		const struct cell *c = &run->cells[i];
+		struct cell_result *m = &view->results[view->ncells];
+		size_t n = 0;
+		bool any = false;
+
+		if (taken[i]) {
+			continue;
+		}
+		for (size_t j = i; j < run->ncells; j++) {
+			if (!taken[j] && run->cells[j].layer == c->layer &&
+			    same_row(c, &run->cells[j])) {
+				taken[j] = true;
+				rows[n++] = j;
+			}
+		}
+		for (size_t k = 0; k < n; k++) {
+			const struct cell_result *r = &run->results[rows[k]];
+
+			any |= run->done[rows[k]];
+			if (run->done[rows[k]] && r->failed && !m->failed) {
+				*m = *r; /* a repeat that failed fails the cell */
+			}
+		}
+		if (!m->failed) {
+			size_t fig = c->rate > 0 ? offsetof(struct cell_result, lat_p99_us)
+			                         : offsetof(struct cell_result, records_per_s);
+			size_t good;
+			double mid;
+
+			for (size_t f = 0; f < sizeof(figures) / sizeof(figures[0]); f++) {
+				double v = median_of(run, rows, n, figures[f], tmp, &good);
+
+				memcpy((char *)m + figures[f], &v, sizeof(v));
+			}
+			/* tmp holds this figure's good values, sorted */
+			mid = median_of(run, rows, n, fig, tmp, &good);
+			(*spread)[view->ncells] =
+			    good > 1 && mid > 0 ? (tmp[good - 1] - tmp[0]) / mid * 100 : -1;
+		}
+		view->cells[view->ncells] = *c;
+		view->cells[view->ncells].repeat = 0;
+		view->done[view->ncells] = any;
+		view->ncells++;
+	}
+	free(rows);
+	free(tmp);
+	free(taken);
+	return 0;
+}
+
 void
 report_tables(FILE *out, const struct bench_run *run)
 {
+	struct bench_run view;
+	double *spread = NULL;
 	size_t i;
 
+	if (run->cfg.repeat > 1 && merge_repeats(run, &view, &spread) == 0) {
+		fprintf(out,
+		        "\n%u repeats of each cell: medians, and the spread (max - min) of "
+		        "records/s (open loop: p99) in percent of the median\n",
+		        run->cfg.repeat);
+		for (i = 0; i < run->cfg.nlinks; i++) {
+			link_table(out, &view, spread, &run->cfg.links[i]);
+		}
+		free(view.cells);
+		free(view.results);
+		free(view.done);
+		free(spread);
+		fflush(out);
+		return;
+	}
 	for (i = 0; i < run->cfg.nlinks; i++) {
-		link_table(out, run, &run->cfg.links[i]);
+		link_table(out, run, NULL, &run->cfg.links[i]);
 	}
 	fflush(out);
 }
@@ -410,6 +583,7 @@ report_json(const struct bench_run *run, const char *path, char *err, size_t err
 		cJSON_AddNumberToObject(x, "records_per_s", r->records_per_s);
 		cJSON_AddNumberToObject(x, "bytes_per_s", r->bytes_per_s);
 		add_opt(x, "rate", c->rate > 0 ? c->rate : -1);
+		cJSON_AddNumberToObject(x, "repeat", c->repeat);
 		add_opt(x, "link_share", r->link_share);
 		add_opt(x, "lat_p50_us", r->lat_p50_us);
 		add_opt(x, "lat_p99_us", r->lat_p99_us);
