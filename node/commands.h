@@ -8,5 +8,6 @@
 int cmd_node(int argc, char **argv);
 int cmd_pub(int argc, char **argv);
 int cmd_sub(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * main.c - the tern executable: dispatches to `tern node`, `tern pub` and
- * `tern sub`, and execs the helpers tern-bench and tern-dashboard for
- * `tern bench` and `tern dashboard` (helper.h says why they are apart).
+ * main.c - the tern executable: dispatches to `tern node`, `tern pub`,
+ * `tern sub` and `tern top`, and execs the helpers tern-bench and
+ * tern-dashboard for `tern bench` and `tern dashboard` (helper.h says why
+ * they are apart).
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +24,7 @@ static const char usage[] =
     "  node        run a node (a peer, or a router that forwards between peers)\n"
     "  pub KEY     publish messages on KEY (from --data, --size or stdin lines)\n"
     "  sub EXPR    print the messages whose key matches EXPR\n"
+    "  top         watch every reachable node: connections, key rates, latency\n"
     "  bench       run the benchmark matrix\n"
     "  dashboard   serve the benchmark dashboard\n"
     "\n"
@@ -59,6 +61,9 @@ dispatch(int argc, char **argv)
 	}
 	if (strcmp(cmd, "sub") == 0) {
 		return cmd_sub(argc - 1, argv + 1);
+	}
+	if (strcmp(cmd, "top") == 0) {
+		return cmd_top(argc - 1, argv + 1);
 	}
 	if (strcmp(cmd, "bench") == 0) {
 		return helper_run("bench", argv + 1);

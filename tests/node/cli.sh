@@ -24,12 +24,12 @@ grep -Eq '^tern [0-9]+\.[0-9]+\.[0-9]+ \(wire protocol [0-9]+\)$' "$TMP/out" || 
 cases=$((cases + 1))
 
 "$TERN" --help >"$TMP/out" || fail "tern --help failed"
-for c in node pub sub bench dashboard; do
+for c in node pub sub top bench dashboard; do
 	grep -q "^  $c" "$TMP/out" || fail "tern --help does not list $c"
 done
 cases=$((cases + 1))
 
-for c in node pub sub; do
+for c in node pub sub top; do
 	"$TERN" $c --help >"$TMP/out" 2>"$TMP/err" || fail "tern $c --help failed"
 	grep -q "^usage: tern $c" "$TMP/out" || fail "tern $c --help: no usage line"
 	cases=$((cases + 1))
@@ -63,6 +63,9 @@ expect_usage_error '--count: "ten" is not a number' sub k --count ten
 expect_usage_error '--rate: "0" is not a number' pub k --rate 0
 expect_usage_error '--timeout: "soon" is not a number of seconds' sub k --timeout soon
 expect_usage_error '--format: "xml" is not payload, json or none' sub k --format xml
+expect_usage_error '--format: "xml" is not table or json' top --format xml
+expect_usage_error '--wait: "soon" is not a number of seconds' top --once --wait soon
+expect_usage_error 'unexpected argument "extra"' top extra
 expect_usage_error '--data and --size cannot be used together' pub k --data x --size 3
 expect_usage_error '--log: "loud" is not one of' node --log loud
 expect_usage_error '--size 1000 is larger than max_message_bytes' pub k --size 1000 -c <(echo '{"max_message_bytes": 999}')
