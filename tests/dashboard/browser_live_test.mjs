@@ -8,7 +8,7 @@
 
 import { join } from 'node:path';
 import { check, launchChromium, main, openPage, OUT_DIR, startDashboard, step, tempDir, waitFor } from './harness.mjs';
-import { NODES, startLiveDashboard, startNetwork } from './network.mjs';
+import { explained, NODES, startLiveDashboard, startNetwork } from './network.mjs';
 
 // What the Live view shows.
 function liveSummary() {
@@ -42,16 +42,18 @@ async function watch(browser, problems, network) {
   await page.click('.tabs button[data-view="live"]');
 
   step('the graph: a circle for each node, the router marked, lines between them');
-  const first = await waitFor(
-    'the three nodes in the graph and demo/a in the rate chart',
-    async () => {
-      const s = await page.evaluate(liveSummary);
-      const drawn = new Set(s.nodes.filter((n) => n.circles === 1).map((n) => n.node));
-      const pub = (s.rate || []).find((d) => d.node === 'live-P' && d.role === 'pub');
-      return NODES.every((n) => drawn.has(n)) && pub && pub.points >= 1 && pub.last > 0 ? s : null;
-    },
-    45000,
-    250,
+  const first = await explained(network, dashboard, () =>
+    waitFor(
+      'the three nodes in the graph and demo/a in the rate chart',
+      async () => {
+        const s = await page.evaluate(liveSummary);
+        const drawn = new Set(s.nodes.filter((n) => n.circles === 1).map((n) => n.node));
+        const pub = (s.rate || []).find((d) => d.node === 'live-P' && d.role === 'pub');
+        return NODES.every((n) => drawn.has(n)) && pub && pub.points >= 1 && pub.last > 0 ? s : null;
+      },
+      45000,
+      250,
+    ),
   );
   check(!first.hidden && !first.off, 'the Live view is shown, not its notice');
   check(first.nodes.find((n) => n.node === 'live-R').kind === 'router', `live-R is drawn as a router: ${JSON.stringify(first.nodes)}`);

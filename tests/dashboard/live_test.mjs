@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { check, main, startDashboard, step, tempDir, waitFor, webModule } from './harness.mjs';
-import { NODES, startLiveDashboard, startNetwork } from './network.mjs';
+import { explained, NODES, startLiveDashboard, startNetwork } from './network.mjs';
 
 const { default: WebSocket } = await webModule('ws', 'index.js');
 const PYTHON = process.env.TERN_PYTHON || '/usr/bin/python3';
@@ -89,7 +89,13 @@ async function watchedNetwork(network) {
 
   step('live messages name the three nodes and demo/a with a rate');
   // Reports come once a second; a loaded machine may take a while to start everything.
-  const live = await client.next('a live message with every node and demo/a flowing', complete, 45000);
+  const live = await explained(network, dashboard, () =>
+    client.next('a live message with every node and demo/a flowing', complete, 45000).catch((error) => {
+      const last = client.messages.filter((m) => m.type === 'live').pop();
+      error.message += `\nthe last live message: ${JSON.stringify(last).slice(0, 3000)}`;
+      throw error;
+    }),
+  );
   check(live.observer === dashboard.observer && live.connect[0] === network.endpoint, `observer ${live.observer}, connect ${live.connect}`);
   const router = live.nodes.find((n) => n.node === 'live-R');
   check(router.mode === 'router' && router.interval_ms === 1000, `the router: ${JSON.stringify(router).slice(0, 300)}`);

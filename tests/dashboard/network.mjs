@@ -30,7 +30,22 @@ export async function startNetwork() {
       await proc.stop();
     }
   };
-  return { endpoint, router, sub, pub, stop };
+  // The end of each process's stderr (and how it exited), for a failure's message.
+  const logs = () =>
+    Object.entries({ router, sub, pub })
+      .map(([name, proc]) => `---- ${name}${proc.exited ? ` exited ${JSON.stringify(proc.exited)}` : ''}:\n${proc.stderr.slice(-1500)}`)
+      .join('\n');
+  return { endpoint, router, sub, pub, stop, logs };
+}
+
+// Runs body; a failure's message gets the network's and the dashboard's logs.
+export async function explained(network, dashboard, body) {
+  try {
+    return await body();
+  } catch (error) {
+    error.message += `\n${network.logs()}\n---- dashboard:\n${dashboard.stderr.slice(-1500)}`;
+    throw error;
+  }
 }
 
 // `tern dashboard --connect` to the network's router.
