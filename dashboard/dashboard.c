@@ -6,6 +6,12 @@
  * ordinary code, and the server thread is woken with lws_cancel_service()
  * from there. The server thread starts with both signals blocked, so they
  * always land on the thread that waits for them.
+ *
+ * With --connect, the dashboard also opens a tern node (observer.h) whose
+ * telemetry subscription feeds the server (dash_server_post). The node is
+ * opened and connecting before the server starts, so a bad endpoint is a
+ * bad command line; it subscribes once the server runs, and it is closed
+ * before the server stops, so no report arrives at a server that is gone.
  */
 #include "dashboard.h"
 
@@ -20,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "observer.h"
 #include "server.h"
 
 #ifndef TERN_DASHBOARD_WEB_DIR
@@ -35,6 +42,8 @@ struct options {
 	char host[64];
 	int port;
 	bool help;
+	const char **connect; /* --connect endpoints, in the order given */
+	size_t nconnect;
 };
 
 static void
@@ -42,11 +51,16 @@ usage(FILE *out)
 {
 	fprintf(
 	    out,
-	    "usage: tern dashboard [--db FILE] [--listen HOST:PORT] [--web DIR]\n"
+	    "usage: tern dashboard [--db FILE] [--listen HOST:PORT] [--web DIR] [--connect EP]...\n"
 	    "\n"
 	    "Serves the benchmark history that `tern bench` stores, as web pages with charts\n"
 	    "and a websocket at /ws (messages: docs/DASHBOARD.md). It only reads the database.\n"
+	    "With --connect it also joins a tern network as a peer and shows it live: its nodes\n"
+	    "and connections as a graph, and each key's rate and latency over the last minutes;\n"
+	    "GET /metrics exports the same figures in Prometheus's text format.\n"
 	    "\n"
+	    "  --connect EP        a node to join, e.g. a router at tcp://127.0.0.1:7447\n"
+	    "                      (repeatable); every node it reaches is shown\n"
 	    "  --db FILE           the benchmark database (default tern-bench.db)\n"
 	    "  --listen HOST:PORT  address to serve on (default 127.0.0.1:8080); HOST is an IP\n"
 	    "                      address ([::1] for IPv6, 0.0.0.0 for every interface);\n"
@@ -128,6 +142,7 @@ parse_options(int argc, char **argv, struct options *opt)
 	snprintf(opt->host, sizeof(opt->host), "127.0.0.1");
 	opt->port = 8080;
 	opt->help = false;
+	opt->nconnect = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -135,7 +150,7 @@ parse_options(int argc, char **argv, struct options *opt)
 			return 0;
 		}
 		bool takes_value = strcmp(arg, "--db") == 0 || strcmp(arg, "--listen") == 0 ||
-		                   strcmp(arg, "--web") == 0;
+		                   strcmp(arg, "--web") == 0 || strcmp(arg, "--connect") == 0;
 		if (!takes_value) {
 			fprintf(stderr,
 			        "tern dashboard: unknown option %s (see tern dashboard --help)\n",
@@ -149,6 +164,8 @@ parse_options(int argc, char **argv, struct options *opt)
 		const char *value = argv[++i];
 		if (strcmp(arg, "--db") == 0) {
 			opt->db = value;
+		} else if (strcmp(arg, "--connect") == 0) {
+			opt->connect[opt->nconnect++] = value;
 		} else if (strcmp(arg, "--web") == 0) {
 			opt->web = value;
 		} else if (parse_listen(value, opt) < 0) {
@@ -220,7 +237,7 @@ wait_for_stop(int fd)
 }
 
 static void
-print_banner(const struct options *opt, const struct dash_server *srv)
+print_banner(const struct options *opt, const struct dash_server *srv, const struct observer *ob)
 {
 	bool ipv6 = strchr(opt->host, ':') != NULL;
 	const char *shown = strcmp(opt->host, "0.0.0.0") == 0 ? "127.0.0.1"
@@ -233,29 +250,60 @@ print_banner(const struct options *opt, const struct dash_server *srv)
 		       "a run\n",
 		       dash_server_db_state(srv), opt->db);
 	}
+	if (ob != NULL) {
+		printf("tern dashboard: watching the network of");
+		for (size_t i = 0; i < opt->nconnect; i++) {
+			printf(" %s", opt->connect[i]);
+		}
+		printf(" as %s (Live view; Prometheus metrics at /metrics)\n", observer_id(ob));
+	}
 	fflush(stdout);
 }
 
-int
-dashboard_main(int argc, char **argv)
+/* Opens the observer for --connect (none without it). Returns 0, or the exit status. */
+static int
+open_observer(const struct options *opt, struct observer **ob)
 {
-	struct options opt;
-	if (parse_options(argc, argv, &opt) < 0) {
-		return 2;
-	}
-	if (opt.help) {
-		usage(stdout);
+	char err[512];
+	*ob = NULL;
+	if (opt->nconnect == 0) {
 		return 0;
 	}
+	int rc = observer_open(ob, opt->connect, opt->nconnect, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "tern dashboard: %s\n", err);
+		return rc == OBSERVER_EENDPOINT ? 2 : 1;
+	}
+	return 0;
+}
+
+/* Runs the dashboard once the options are known; returns the exit status. */
+static int
+run(const struct options *opt)
+{
 	char vendor[PATH_MAX];
-	if (check_web(opt.web, vendor, sizeof(vendor)) < 0) {
+	if (check_web(opt->web, vendor, sizeof(vendor)) < 0) {
 		return 2;
+	}
+	/* The observer's I/O thread starts here: block the stop signals in it too. */
+	sigset_t stop_signals;
+	sigset_t old_mask;
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
+	struct observer *ob = NULL;
+	int status = open_observer(opt, &ob);
+	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+	if (status != 0) {
+		return status;
 	}
 
 	int pipe_fds[2];
 	/* Non-blocking writes: the handler must never wait. */
 	if (pipe2(pipe_fds, O_CLOEXEC) != 0 || fcntl(pipe_fds[1], F_SETFL, O_NONBLOCK) != 0) {
 		fprintf(stderr, "tern dashboard: cannot create a pipe: %s\n", strerror(errno));
+		observer_close(ob);
 		return 1;
 	}
 	stop_fd = pipe_fds[1];
@@ -269,32 +317,38 @@ dashboard_main(int argc, char **argv)
 	sigaction(SIGTERM, &action, &old_term);
 
 	/* The server thread inherits this mask: the signals stay with this thread. */
-	sigset_t stop_signals;
-	sigset_t old_mask;
-	sigemptyset(&stop_signals);
-	sigaddset(&stop_signals, SIGINT);
-	sigaddset(&stop_signals, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
 
 	struct dash_server_config cfg = {
-	    .host = opt.host,
-	    .port = opt.port,
-	    .web_dir = opt.web,
+	    .host = opt->host,
+	    .port = opt->port,
+	    .web_dir = opt->web,
 	    .vendor_dir = vendor,
-	    .db_path = opt.db,
+	    .db_path = opt->db,
 	    .poll_ms = 250,
+	    .live = ob != NULL,
+	    .observer = ob != NULL ? observer_id(ob) : NULL,
+	    .connect = opt->connect,
+	    .nconnect = opt->nconnect,
 	};
 	struct dash_server *srv = NULL;
 	char err[256];
 	int started = dash_server_start(&srv, &cfg, err, sizeof(err));
 	pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-	int status = 0;
+	if (started == 0 && ob != NULL) {
+		static const struct observer_ops ops = {.report = dash_server_post};
+		started = observer_watch(ob, &ops, srv, err, sizeof(err));
+	}
 	if (started < 0) {
 		fprintf(stderr, "tern dashboard: %s\n", err);
+		observer_close(ob);
+		dash_server_stop(srv);
 		status = 1;
 	} else {
-		print_banner(&opt, srv);
+		print_banner(opt, srv, ob);
 		int sig = wait_for_stop(pipe_fds[0]);
+		/* No report may reach the server once it is stopping. */
+		observer_close(ob);
 		dash_server_stop(srv);
 		fprintf(stderr, "tern dashboard: stopped (%s)\n",
 		        sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -304,5 +358,25 @@ dashboard_main(int argc, char **argv)
 	stop_fd = -1;
 	close(pipe_fds[0]);
 	close(pipe_fds[1]);
+	return status;
+}
+
+int
+dashboard_main(int argc, char **argv)
+{
+	struct options opt;
+	/* Room for every --connect the command line could hold. */
+	opt.connect = calloc((size_t)(argc > 0 ? argc : 1), sizeof(*opt.connect));
+	if (opt.connect == NULL) {
+		fprintf(stderr, "tern dashboard: out of memory\n");
+		return 1;
+	}
+	int status = parse_options(argc, argv, &opt) < 0 ? 2 : 0;
+	if (status == 0 && opt.help) {
+		usage(stdout);
+	} else if (status == 0) {
+		status = run(&opt);
+	}
+	free(opt.connect);
 	return status;
 }

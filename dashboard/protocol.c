@@ -188,8 +188,22 @@ reply_compare(struct dash_store *st, const cJSON *req)
 	return msg;
 }
 
+/* {"type": "live"} or {"type": "live_history"}: what the Live view's store holds now. */
 static cJSON *
-dispatch(struct dash_store *st, const cJSON *req)
+reply_live(const struct live *live, const struct live_time *now, const char *type)
+{
+	if (live == NULL) {
+		return error_reply(type, "%s",
+		                   "this dashboard watches no network: start it with --connect EP "
+		                   "(a router's endpoint) for the Live view");
+	}
+	return strcmp(type, "live") == 0 ? live_message(live, now)
+	                                 : live_history_message(live, now);
+}
+
+static cJSON *
+dispatch(struct dash_store *st, const struct live *live, const struct live_time *now,
+         const cJSON *req)
 {
 	if (!cJSON_IsObject(req)) {
 		return error_reply(NULL, "%s", "a message must be a JSON object with a \"type\"");
@@ -210,14 +224,21 @@ dispatch(struct dash_store *st, const cJSON *req)
 	if (strcmp(type->valuestring, "compare") == 0) {
 		return reply_compare(st, req);
 	}
+	if (strcmp(type->valuestring, "live") == 0 ||
+	    strcmp(type->valuestring, "live_history") == 0) {
+		return reply_live(live, now, type->valuestring);
+	}
 	char name[64];
 	snprintf(name, sizeof(name), "%s", type->valuestring);
-	return error_reply(NULL, "unknown message type \"%s\" (known: runs, run, trend, compare)",
+	return error_reply(NULL,
+	                   "unknown message type \"%s\" (known: runs, run, trend, compare, live, "
+	                   "live_history)",
 	                   name);
 }
 
 cJSON *
-dash_protocol_reply(struct dash_store *st, const char *msg, size_t len)
+dash_protocol_reply(struct dash_store *st, const struct live *live, const struct live_time *now,
+                    const char *msg, size_t len)
 {
 	if (len > DASH_MAX_REQUEST) {
 		return error_reply(NULL, "%s", "message larger than 64 KiB");
@@ -226,7 +247,7 @@ dash_protocol_reply(struct dash_store *st, const char *msg, size_t len)
 	if (req == NULL) {
 		return error_reply(NULL, "%s", "the message is not valid JSON");
 	}
-	cJSON *reply = dispatch(st, req);
+	cJSON *reply = dispatch(st, live, now, req);
 	const cJSON *tag = cJSON_GetObjectItemCaseSensitive(req, "req");
 	if (reply != NULL && tag != NULL && (cJSON_IsNumber(tag) || cJSON_IsString(tag))) {
 		cJSON_AddItemToObject(reply, "req", cJSON_Duplicate(tag, false));

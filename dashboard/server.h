@@ -2,9 +2,11 @@
  * server.h - the dashboard's HTTP and websocket server on libwebsockets.
  *
  * One libwebsockets context served by its own thread. Everything that touches
- * a connection or the store runs on that thread: the websocket callbacks,
- * and a timer that polls the store for changes and pushes them to every
- * client. Other threads only start and stop the server.
+ * a connection, the store or the Live view's state runs on that thread: the
+ * websocket and HTTP callbacks, a timer that polls the store for changes and
+ * pushes them to every client, and, with --connect, a timer that pushes the
+ * Live view each second. Other threads only start and stop the server and,
+ * with dash_server_post(), hand it telemetry reports.
  */
 #ifndef TERN_DASHBOARD_SERVER_H
 #define TERN_DASHBOARD_SERVER_H
@@ -19,6 +21,11 @@ struct dash_server_config {
 	const char *vendor_dir; /* served at /vendor/: the chart library's dist folder */
 	const char *db_path;    /* the benchmark database, opened read-only */
 	int poll_ms;            /* how often the database is checked for changes */
+	/* The Live view, on when live is set (tern dashboard --connect) */
+	bool live;
+	const char *observer;       /* the id of the dashboard's own tern node */
+	const char *const *connect; /* the endpoints it connects to */
+	size_t nconnect;
 };
 
 struct dash_server;
@@ -35,6 +42,15 @@ int dash_server_port(const struct dash_server *srv);
 
 /* A sentence about the database's state, for the start-up line. */
 const char *dash_server_db_state(const struct dash_server *srv);
+
+/*
+ * Hands the server one message under @tern (its key, and len bytes of
+ * payload); it is copied. Thread safe, never blocks for long: this
+ * is what tern's I/O thread calls (observer_ops.report). Reports that pile
+ * up beyond a few MiB while the server thread is busy are dropped. Ignored
+ * when the Live view is off.
+ */
+void dash_server_post(void *srv, const char *key, const void *data, size_t len);
 
 /* Stops the service thread, closes every connection and frees the server. Accepts NULL. */
 void dash_server_stop(struct dash_server *srv);

@@ -1,6 +1,8 @@
 // app.js: the dashboard page. Keeps the list of runs and the selected run in
 // step with the server: full lists on connect, then pushes ("run_added",
-// "result", "run_updated") while a bench writes.
+// "result", "run_updated") while a bench writes. With `tern dashboard
+// --connect`, the Live view follows the watched network ("live_history",
+// "live").
 
 import { Connection } from './connection.js';
 import { el, clear } from './dom.js';
@@ -8,6 +10,7 @@ import { RunsList } from './runs-list.js';
 import { RunView } from './run-view.js';
 import { TrendView } from './trend-view.js';
 import { CompareView } from './compare-view.js';
+import { LiveView } from './live-view.js';
 
 const state = {
   db: null,
@@ -22,6 +25,7 @@ const runsList = new RunsList(document.getElementById('runs'), (id) => selectRun
 const runView = new RunView(document.getElementById('view-run'), pickCell);
 const trendView = new TrendView(document.getElementById('view-trend'), connection);
 const compareView = new CompareView(document.getElementById('view-compare'), connection);
+const liveView = new LiveView(document.getElementById('view-live'));
 const follow = document.getElementById('follow');
 const notice = document.getElementById('notice');
 const errorBar = document.getElementById('error');
@@ -71,7 +75,7 @@ function setView(view) {
   for (const button of document.querySelectorAll('.tabs button')) {
     button.setAttribute('aria-selected', button.dataset.view === view ? 'true' : 'false');
   }
-  for (const name of ['run', 'trend', 'compare']) {
+  for (const name of ['run', 'trend', 'compare', 'live']) {
     document.getElementById(`view-${name}`).hidden = name !== view;
   }
 }
@@ -192,3 +196,6 @@ connection.on('result', (msg) => {
 });
 
 connection.on('error', (msg) => showError(`The server refused a request: ${msg.error}`));
+
+connection.on('live_history', (msg) => liveView.onHistory(msg));
+connection.on('live', (msg) => liveView.onLive(msg));

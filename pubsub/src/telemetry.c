@@ -167,7 +167,7 @@ prevs_roll(struct prevs *cur, struct prevs *next)
 	*cur = *next;
 	*next = tmp;
 	next->n = 0;
-	/* a node with no keys has no array yet, and qsort may not take NULL */
+	/* A node with no key or connection yet has no array: qsort must not see NULL. */
 	if (cur->n > 1) {
 		qsort(cur->v, cur->n, sizeof(*cur->v), prev_cmp);
 	}

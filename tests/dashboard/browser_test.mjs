@@ -12,10 +12,9 @@
 // while the tern executable has no bench command.
 
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { check, main, OUT_DIR, runTern, sleep, SKIP, startDashboard, startProcess, step, tempDir, waitFor, webModule } from './harness.mjs';
+import { check, launchChromium, main, openPage, OUT_DIR, runTern, sleep, SKIP, startDashboard, startProcess, step, tempDir, waitFor } from './harness.mjs';
 import { cellCount, cells, createDatabase, ENVIRONMENT, finishedRun, insertResult, insertRun, LINKS, runSqlite, XSS_NOTE } from './fixture.mjs';
 
 const mode = process.argv[2];
@@ -24,7 +23,6 @@ if (mode !== 'bench' && mode !== 'fixture') {
   process.exit(2);
 }
 const execFileAsync = promisify(execFile);
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
 // What the page shows: per link panel, its chart's rendered points per layer.
 function pageSummary() {
@@ -110,28 +108,6 @@ async function checkBenchExit(db, runId, status, stderr) {
   const { stdout } = await execFileAsync('sqlite3', [db, `SELECT status FROM runs WHERE id = ${runId};`]);
   check(status === 1 && stdout.trim() === 'failed', `tern bench --quick (run #${runId}) exited ${status}, run status "${stdout.trim()}": ${stderr.slice(-2000)}`);
   console.log(`note: run #${runId} has failed cells; the dashboard lists them in its panels`);
-}
-
-async function openPage(browser, url, problems) {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  page.on('dialog', (dialog) => {
-    problems.push(`a dialog opened: ${dialog.message()}`);
-    dialog.dismiss().catch(() => {});
-  });
-  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') {
-      problems.push(`console error: ${msg.text()}`);
-    }
-  });
-  page.on('requestfailed', (req) => problems.push(`request failed: ${req.url()}`));
-  page.on('request', (req) => {
-    if (!req.url().startsWith(url) && !req.url().startsWith('ws://127.0.0.1') && !req.url().startsWith('data:')) {
-      problems.push(`the page asked for something outside the dashboard: ${req.url()}`);
-    }
-  });
-  await page.goto(url);
-  return page;
 }
 
 // The run list shows notes as text: the HTML note neither runs nor makes an element.
@@ -413,13 +389,7 @@ await main(`dashboard_browser (${mode})`, async () => {
       process.exit(SKIP);
     }
   }
-  check(existsSync(CHROMIUM), `${CHROMIUM} not found: install chromium (scripts/setup --test does)`);
-  const { chromium } = await webModule('playwright-core', 'index.mjs');
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  const browser = await launchChromium();
   const problems = [];
   try {
     await (mode === 'bench' ? benchMode(browser, problems) : fixtureMode(browser, problems));

@@ -55,6 +55,8 @@ await main('dashboard_cli', async () => {
   expectRefused(['--listen', 'example.com:8080'], 'IP address');
   expectRefused(['--listen', '::1:8080'], 'brackets');
   expectRefused(['--web', join(tempDir(), 'nowhere')], 'index.html');
+  expectRefused(['--connect'], '--connect needs a value');
+  expectRefused(['--connect', 'nonsense', '--listen', '127.0.0.1:0', '--web', WEB_DIR], '--connect nonsense');
 
   step('binds 127.0.0.1 only');
   const dir = tempDir();

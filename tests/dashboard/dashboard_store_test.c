@@ -159,10 +159,13 @@ number_of(const cJSON *obj, const char *name)
 	return item->valuedouble;
 }
 
+/* The Live view is off in these tests (no --connect): its time is never read. */
+static const struct live_time no_time = {0, 0};
+
 static cJSON *
 reply(struct dash_store *st, const char *text)
 {
-	cJSON *msg = dash_protocol_reply(st, text, strlen(text));
+	cJSON *msg = dash_protocol_reply(st, NULL, &no_time, text, strlen(text));
 	assert_non_null(msg);
 	return msg;
 }
@@ -600,7 +603,7 @@ test_bad_requests(void **state)
 	char *text = malloc(big);
 	assert_non_null(text);
 	memset(text, ' ', big);
-	msg = dash_protocol_reply(st, text, big);
+	msg = dash_protocol_reply(st, NULL, &no_time, text, big);
 	assert_string_equal(string_of(msg, "type"), "error");
 	cJSON_Delete(msg);
 	free(text);

@@ -138,6 +138,43 @@ export async function startDashboard(db, extra = []) {
   return proc;
 }
 
+// Headless Chromium (Debian's, or $CHROMIUM) driven by playwright-core.
+export async function launchChromium() {
+  const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+  check(existsSync(executablePath), `${executablePath} not found: install chromium (scripts/setup --test does)`);
+  const { chromium } = await webModule('playwright-core', 'index.mjs');
+  return chromium.launch({
+    executablePath,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}
+
+// A page of the dashboard in a browser (playwright-core), 1400x1000; every
+// dialog, page error, console error, failed request and request outside the
+// dashboard is added to problems, which a test expects to stay empty.
+export async function openPage(browser, url, problems) {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  page.on('dialog', (dialog) => {
+    problems.push(`a dialog opened: ${dialog.message()}`);
+    dialog.dismiss().catch(() => {});
+  });
+  page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') {
+      problems.push(`console error: ${msg.text()}`);
+    }
+  });
+  page.on('requestfailed', (req) => problems.push(`request failed: ${req.url()}`));
+  page.on('request', (req) => {
+    if (!req.url().startsWith(url) && !req.url().startsWith('ws://127.0.0.1') && !req.url().startsWith('data:')) {
+      problems.push(`the page asked for something outside the dashboard: ${req.url()}`);
+    }
+  });
+  await page.goto(url);
+  return page;
+}
+
 // Runs main, printing a failure and exiting non-zero on error.
 export async function main(name, body) {
   const started = Date.now();
