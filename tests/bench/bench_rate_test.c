@@ -53,13 +53,13 @@ latency_rises_when_the_offered_rate_exceeds_the_link(void **state)
 	char db[64];
 	char *argv[] = {"bench", "--scenarios", "stream", "--link",    "slow=1:0", "--links",
 	                "slow",  "--rate",      "2k,40k", "--records", "1",        "--duration",
-	                "0.5",   "--db",        db,       NULL};
+	                "0.5",   "--db",        db,       "--layers",  "tcp,tern", NULL};
 	size_t y;
 	size_t m;
 
 	(void)state;
 	scratch_db(db, sizeof(db), "rate");
-	assert_int_equal(bench_main(15, argv), 0);
+	assert_int_equal(bench_main(17, argv), 0);
 	/* 4 closed-loop cells and 8 open-loop ones, all delivered in full */
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results"), 12);
 	assert_int_equal(db_number(db, "SELECT count(*) FROM results WHERE failed=0 AND lost=0"),

@@ -61,6 +61,8 @@ lan_stream_and_fanin_lose_nothing(void **state)
 	                db,
 	                "--note",
 	                "zmq test",
+	                "--rate",
+	                "0",
 	                NULL};
 
 	(void)state;
@@ -114,7 +116,7 @@ dropped_record_fails_zmq_cell(void **state)
 	char db[64];
 	char *argv[] = {"bench", "--scenarios", "stream",  "--links",   "loopback", "--layers",
 	                "zmq",   "--modes",     "batched", "--records", "16",       "--duration",
-	                "0.2",   "--db",        db,        NULL};
+	                "0.2",   "--db",        db,        "--rate",    "0",        NULL};
 	int rc;
 
 	(void)state;
