@@ -51,6 +51,14 @@ is(const struct split *c, int i, const char *word)
 	return c->len[i] == strlen(word) && memcmp(c->p[i], word, c->len[i]) == 0;
 }
 
+/* A key chunk that starts with '@' is matched by name only, never by a
+ * wildcard (keys reserved for tern's telemetry). */
+static bool
+reserved(const struct split *c, int i)
+{
+	return c->len[i] > 0 && c->p[i][0] == '@';
+}
+
 /* 0 unknown, 1 false, 2 true: the memo keeps many "**" chunks polynomial. */
 static signed char memo[TERN_KEY_MAX_CHUNKS + 1][TERN_KEY_MAX_CHUNKS + 1];
 
@@ -65,11 +73,12 @@ ref_match(const struct split *ke, int i, const struct split *key, int j)
 	if (i == ke->n) {
 		r = j == key->n;
 	} else if (is(ke, i, "**")) {
-		r = ref_match(ke, i + 1, key, j) || (j < key->n && ref_match(ke, i, key, j + 1));
+		r = ref_match(ke, i + 1, key, j) ||
+		    (j < key->n && !reserved(key, j) && ref_match(ke, i, key, j + 1));
 	} else if (j == key->n) {
 		r = false;
 	} else if (is(ke, i, "*")) {
-		r = ref_match(ke, i + 1, key, j + 1);
+		r = !reserved(key, j) && ref_match(ke, i + 1, key, j + 1);
 	} else {
 		r = ke->len[i] == key->len[j] && memcmp(ke->p[i], key->p[j], ke->len[i]) == 0 &&
 		    ref_match(ke, i + 1, key, j + 1);
