@@ -2,7 +2,6 @@
  * session.c - interests, sources, routes, delivery and the publish path.
  * See session.h for the design and the thread rules.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "error.h"
 #include "frames.h"
 #include "hist.h"
+#include "jtext.h"
 #include "keyexpr.h"
 #include "park.h"
 #include "route.h"
@@ -1830,76 +1830,39 @@ session_stats(struct session *s, tern_stats *st)
 
 struct json_args {
 	struct session *session;
-	char *buf;
-	size_t len, used;
+	struct jtext text;
 };
 
-static void emit(struct json_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 static void
-emit(struct json_args *a, const char *fmt, ...)
+conn_json(struct json_args *a, struct conn *c)
 {
-	va_list ap;
-	size_t room = a->used < a->len ? a->len - a->used : 0;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(a->buf ? a->buf + (a->used < a->len ? a->used : a->len) : NULL, room, fmt,
-	              ap);
-	va_end(ap);
-	if (n > 0) {
-		a->used += (size_t)n;
-	}
-}
-
-/* A string with JSON's escapes (ids and keys are plain text, but checked). */
-static void
-emit_str(struct json_args *a, const char *s)
-{
-	emit(a, "\"");
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\') {
-			emit(a, "\\%c", ch);
-		} else if (ch < 0x20) {
-			emit(a, "\\u%04x", ch);
-		} else {
-			emit(a, "%c", ch);
-		}
-	}
-	emit(a, "\"");
-}
-
-static void
-emit_conn(struct json_args *a, struct conn *c)
-{
-	emit(a, "{\"peer\":");
-	emit_str(a, c->peer_id);
-	emit(a, ",\"endpoint\":");
-	emit_str(a, c->endpoint);
-	emit(a,
-	     ",\"mode\":\"%s\",\"batches\":%llu,\"batch_bytes\":%llu,"
-	     "\"batch_largest\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
-	     "\"channels\":[",
-	     c->low_latency ? "low-latency" : "batched",
-	     (unsigned long long)atomic_load(&c->batches),
-	     (unsigned long long)atomic_load(&c->batch_bytes),
-	     (unsigned long long)atomic_load(&c->batch_largest),
-	     (unsigned long long)atomic_load(&c->messages_in),
-	     (unsigned long long)atomic_load(&c->bytes_in));
+	jtext_printf(&a->text, "{\"peer\":");
+	jtext_str(&a->text, c->peer_id);
+	jtext_printf(&a->text, ",\"endpoint\":");
+	jtext_str(&a->text, c->endpoint);
+	jtext_printf(&a->text,
+	             ",\"mode\":\"%s\",\"batches\":%llu,\"batch_bytes\":%llu,"
+	             "\"batch_largest\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
+	             "\"channels\":[",
+	             c->low_latency ? "low-latency" : "batched",
+	             (unsigned long long)atomic_load(&c->batches),
+	             (unsigned long long)atomic_load(&c->batch_bytes),
+	             (unsigned long long)atomic_load(&c->batch_largest),
+	             (unsigned long long)atomic_load(&c->messages_in),
+	             (unsigned long long)atomic_load(&c->bytes_in));
 	pthread_mutex_lock(&c->wlock);
 	for (int i = 0; i < c->nout; i++) {
 		struct outchan *oc = c->outv[i];
 		struct src *src = oc->arg;
-		emit(a, "%s{\"key\":", i ? "," : "");
-		emit_str(a, src->key);
-		emit(a, ",\"messages\":%llu,\"bytes\":%llu,\"dropped\":%llu}",
-		     (unsigned long long)atomic_load(&oc->messages),
-		     (unsigned long long)atomic_load(&oc->bytes),
-		     (unsigned long long)atomic_load(&oc->dropped));
+		jtext_printf(&a->text, "%s{\"key\":", i ? "," : "");
+		jtext_str(&a->text, src->key);
+		jtext_printf(&a->text, ",\"messages\":%llu,\"bytes\":%llu,\"dropped\":%llu}",
+		             (unsigned long long)atomic_load(&oc->messages),
+		             (unsigned long long)atomic_load(&oc->bytes),
+		             (unsigned long long)atomic_load(&oc->dropped));
 	}
 	pthread_mutex_unlock(&c->wlock);
-	emit(a, "]}");
+	jtext_printf(&a->text, "]}");
 }
 
 static int
@@ -1914,24 +1877,25 @@ do_json(void *arg)
 	sa[0] = s;
 	sa[1] = &st;
 	sum_stats(sa);
-	emit(a, "{\"id\":");
-	emit_str(a, s->cfg->id);
-	emit(a,
-	     ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
-	     "\"messages_in\":%llu,\"bytes_in\":%llu,\"connections\":[",
-	     s->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer", (unsigned long long)st.messages,
-	     (unsigned long long)st.bytes, (unsigned long long)st.dropped,
-	     (unsigned long long)st.messages_in, (unsigned long long)st.bytes_in);
+	jtext_printf(&a->text, "{\"id\":");
+	jtext_str(&a->text, s->cfg->id);
+	jtext_printf(&a->text,
+	             ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
+	             "\"messages_in\":%llu,\"bytes_in\":%llu,\"connections\":[",
+	             s->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer",
+	             (unsigned long long)st.messages, (unsigned long long)st.bytes,
+	             (unsigned long long)st.dropped, (unsigned long long)st.messages_in,
+	             (unsigned long long)st.bytes_in);
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
 		if (conn_state(c) != CONN_READY) {
 			continue;
 		}
-		emit(a, "%s", first ? "" : ",");
-		emit_conn(a, c);
+		jtext_printf(&a->text, "%s", first ? "" : ",");
+		conn_json(a, c);
 		first = false;
 	}
-	emit(a, "]}");
+	jtext_printf(&a->text, "]}");
 	return 0;
 }
 
@@ -2020,13 +1984,11 @@ session_report(struct session *s, const struct session_report_ops *ops, void *ar
 size_t
 session_stats_json(struct session *s, char *buf, size_t len)
 {
-	struct json_args a = {.session = s, .buf = buf, .len = len};
+	struct json_args a = {.session = s};
 
-	if (buf != NULL && len > 0) {
-		buf[0] = '\0';
-	}
+	jtext_fixed(&a.text, buf, len);
 	loop_call(s->loop, do_json, &a);
-	return a.used;
+	return a.text.len;
 }
 
 /* ---- open, close ---- */

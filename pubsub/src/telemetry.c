@@ -9,7 +9,6 @@
  * keep their size from one report to the next.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "jtext.h"
 #include "session.h"
 #include "telemetry.h"
 
@@ -46,66 +46,12 @@ struct telemetry {
 	/* under lock */
 	uint64_t last_ms; /* when the previous report was made */
 	struct prevs keys, conns, next_keys, next_conns;
-	char *buf;
-	size_t len, cap;
-	bool oom;
-	double seconds; /* the interval the report covers */
+	struct jtext text; /* the report, its buffer kept from one to the next */
+	double seconds;    /* the interval the report covers */
 	bool first_key, first_conn;
 };
 
 /* ---- the text ---- */
-
-static void emit(struct telemetry *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-emit(struct telemetry *t, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	for (;;) {
-		size_t room = t->cap - t->len;
-
-		va_start(ap, fmt);
-		n = vsnprintf(t->buf ? t->buf + t->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			return;
-		}
-		if ((size_t)n < room) {
-			t->len += (size_t)n;
-			return;
-		}
-		size_t cap = t->cap ? t->cap * 2 : 4096;
-		while (cap < t->len + (size_t)n + 1) {
-			cap *= 2;
-		}
-		char *b = realloc(t->buf, cap);
-		if (b == NULL) {
-			t->oom = true;
-			return;
-		}
-		t->buf = b;
-		t->cap = cap;
-	}
-}
-
-static void
-emit_str(struct telemetry *t, const char *s)
-{
-	emit(t, "\"");
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\') {
-			emit(t, "\\%c", ch);
-		} else if (ch < 0x20) {
-			emit(t, "\\u%04x", ch);
-		} else {
-			emit(t, "%c", ch);
-		}
-	}
-	emit(t, "\"");
-}
 
 /* ---- previous totals ---- */
 
@@ -149,7 +95,7 @@ prev_add(struct telemetry *t, struct prevs *p, uint64_t id, uint64_t a, uint64_t
 		size_t cap = p->cap ? p->cap * 2 : 16;
 		struct prev *v = realloc(p->v, cap * sizeof(*v));
 		if (v == NULL) {
-			t->oom = true;
+			t->text.oom = true;
 			return;
 		}
 		p->v = v;
@@ -198,33 +144,36 @@ on_key(void *arg, const struct session_key_report *k)
 		w0 = p->c;
 	}
 	prev_add(t, &t->next_keys, id, k->messages, k->bytes, k->blocked_us);
-	emit(t, "%s{\"key\":", t->first_key ? "" : ",");
+	jtext_printf(&t->text, "%s{\"key\":", t->first_key ? "" : ",");
 	t->first_key = false;
-	emit_str(t, k->key);
-	emit(t, ",\"publisher\":");
-	emit_str(t, k->publisher);
-	emit(t,
-	     ",\"role\":\"%s\",\"msgs_per_s\":%.1f,\"bytes_per_s\":%.1f,\"msgs_total\":%llu,"
-	     "\"drops\":%llu,\"missed\":%llu,\"blocked_ms\":%.3f,\"queue_bytes\":%llu",
-	     k->pub ? "pub" : "sub", rate(k->messages, m0, t->seconds),
-	     rate(k->bytes, b0, t->seconds), (unsigned long long)k->messages,
-	     (unsigned long long)k->drops, (unsigned long long)k->missed,
-	     k->blocked_us >= w0 ? (double)(k->blocked_us - w0) / 1000.0 : 0,
-	     (unsigned long long)k->queue_bytes);
+	jtext_str(&t->text, k->key);
+	jtext_printf(&t->text, ",\"publisher\":");
+	jtext_str(&t->text, k->publisher);
+	jtext_printf(
+	    &t->text,
+	    ",\"role\":\"%s\",\"msgs_per_s\":%.1f,\"bytes_per_s\":%.1f,\"msgs_total\":%llu,"
+	    "\"drops\":%llu,\"missed\":%llu,\"blocked_ms\":%.3f,\"queue_bytes\":%llu",
+	    k->pub ? "pub" : "sub", rate(k->messages, m0, t->seconds),
+	    rate(k->bytes, b0, t->seconds), (unsigned long long)k->messages,
+	    (unsigned long long)k->drops, (unsigned long long)k->missed,
+	    k->blocked_us >= w0 ? (double)(k->blocked_us - w0) / 1000.0 : 0,
+	    (unsigned long long)k->queue_bytes);
 	if (!k->pub) {
 		if (k->lat_count > 0) {
-			emit(t,
-			     ",\"lat_samples\":%llu,\"lat_p50_us\":%llu,\"lat_p99_us\":%llu,"
-			     "\"lat_p999_us\":%llu,\"lat_max_us\":%llu",
-			     (unsigned long long)k->lat_count, (unsigned long long)k->lat_p50_us,
-			     (unsigned long long)k->lat_p99_us, (unsigned long long)k->lat_p999_us,
-			     (unsigned long long)k->lat_max_us);
+			jtext_printf(
+			    &t->text,
+			    ",\"lat_samples\":%llu,\"lat_p50_us\":%llu,\"lat_p99_us\":%llu,"
+			    "\"lat_p999_us\":%llu,\"lat_max_us\":%llu",
+			    (unsigned long long)k->lat_count, (unsigned long long)k->lat_p50_us,
+			    (unsigned long long)k->lat_p99_us, (unsigned long long)k->lat_p999_us,
+			    (unsigned long long)k->lat_max_us);
 		} else {
-			emit(t, ",\"lat_samples\":0,\"lat_p50_us\":null,\"lat_p99_us\":null,"
-			        "\"lat_p999_us\":null,\"lat_max_us\":null");
+			jtext_printf(&t->text,
+			             ",\"lat_samples\":0,\"lat_p50_us\":null,\"lat_p99_us\":null,"
+			             "\"lat_p999_us\":null,\"lat_max_us\":null");
 		}
 	}
-	emit(t, "}");
+	jtext_printf(&t->text, "}");
 }
 
 static void
@@ -240,23 +189,23 @@ on_conn(void *arg, const struct session_conn_report *c)
 		out0 = p->b;
 	}
 	prev_add(t, &t->next_conns, id, c->bytes_in, c->bytes_out, 0);
-	emit(t, "%s{\"peer\":", t->first_conn ? "],\"connections\":[" : ",");
+	jtext_printf(&t->text, "%s{\"peer\":", t->first_conn ? "],\"connections\":[" : ",");
 	t->first_conn = false;
-	emit_str(t, c->peer);
-	emit(t, ",\"endpoint\":");
-	emit_str(t, c->endpoint);
-	emit(t, ",\"mode\":\"%s\",\"peer_mode\":\"%s\",",
-	     c->low_latency ? "low-latency" : "batched", c->router ? "router" : "peer");
+	jtext_str(&t->text, c->peer);
+	jtext_printf(&t->text, ",\"endpoint\":");
+	jtext_str(&t->text, c->endpoint);
+	jtext_printf(&t->text, ",\"mode\":\"%s\",\"peer_mode\":\"%s\",",
+	             c->low_latency ? "low-latency" : "batched", c->router ? "router" : "peer");
 	if (c->rtt_us > 0) {
-		emit(t, "\"rtt_us\":%llu", (unsigned long long)c->rtt_us);
+		jtext_printf(&t->text, "\"rtt_us\":%llu", (unsigned long long)c->rtt_us);
 	} else {
-		emit(t, "\"rtt_us\":null");
+		jtext_printf(&t->text, "\"rtt_us\":null");
 	}
-	emit(t, ",\"bytes_in_per_s\":%.1f,\"bytes_out_per_s\":%.1f}",
-	     rate(c->bytes_in, in0, t->seconds), rate(c->bytes_out, out0, t->seconds));
+	jtext_printf(&t->text, ",\"bytes_in_per_s\":%.1f,\"bytes_out_per_s\":%.1f}",
+	             rate(c->bytes_in, in0, t->seconds), rate(c->bytes_out, out0, t->seconds));
 }
 
-/* Build a report into t->buf (lock held). The session reports every key,
+/* Build a report into t->text (lock held). The session reports every key,
  * then every connection: the first connection closes the keys' array. */
 static void
 build(struct telemetry *t)
@@ -264,22 +213,22 @@ build(struct telemetry *t)
 	static const struct session_report_ops ops = {.key = on_key, .conn = on_conn};
 	uint64_t now = clock_ms();
 
-	t->len = 0;
-	t->oom = false;
+	jtext_restart(&t->text);
 	t->seconds = (double)clock_since(now, t->last_ms) / 1000.0;
 	t->last_ms = now;
-	emit(t, "{\"node\":");
-	emit_str(t, t->cfg->id);
-	emit(t,
-	     ",\"mode\":\"%s\",\"uptime_s\":%.3f,\"interval_ms\":%u,\"time_us\":%llu,"
-	     "\"version\":\"%s\",\"keys\":[",
-	     t->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer",
-	     (double)clock_since(now, t->started_ms) / 1000.0, t->cfg->telemetry_interval_ms,
-	     (unsigned long long)clock_wall_us(), TERN_VERSION);
+	jtext_printf(&t->text, "{\"node\":");
+	jtext_str(&t->text, t->cfg->id);
+	jtext_printf(&t->text,
+	             ",\"mode\":\"%s\",\"uptime_s\":%.3f,\"interval_ms\":%u,\"time_us\":%llu,"
+	             "\"version\":\"%s\",\"keys\":[",
+	             t->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer",
+	             (double)clock_since(now, t->started_ms) / 1000.0,
+	             t->cfg->telemetry_interval_ms, (unsigned long long)clock_wall_us(),
+	             TERN_VERSION);
 	t->first_key = true;
 	t->first_conn = true;
 	session_report(t->session, &ops, t);
-	emit(t, "%s]}", t->first_conn ? "],\"connections\":[" : "");
+	jtext_printf(&t->text, "%s]}", t->first_conn ? "],\"connections\":[" : "");
 	prevs_roll(&t->keys, &t->next_keys);
 	prevs_roll(&t->conns, &t->next_conns);
 }
@@ -291,9 +240,9 @@ telemetry_json(struct telemetry *t, char *buf, size_t len)
 
 	pthread_mutex_lock(&t->lock);
 	build(t);
-	need = t->oom ? 0 : t->len;
+	need = t->text.oom ? 0 : t->text.len;
 	if (buf != NULL && len > 0) {
-		snprintf(buf, len, "%.*s", (int)need, t->buf ? t->buf : "");
+		snprintf(buf, len, "%.*s", (int)need, t->text.buf ? t->text.buf : "");
 	}
 	pthread_mutex_unlock(&t->lock);
 	return need;
@@ -319,9 +268,9 @@ run(void *arg)
 			continue; /* woken early */
 		}
 		build(t);
-		if (!t->oom && t->len > 0) {
+		if (!t->text.oom && t->text.len > 0) {
 			/* best effort, so this never waits; a full queue drops a report */
-			session_publish(t->session, t->pub, t->buf, t->len);
+			session_publish(t->session, t->pub, t->text.buf, t->text.len);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -397,7 +346,7 @@ telemetry_stop(struct telemetry *t)
 	free(t->conns.v);
 	free(t->next_keys.v);
 	free(t->next_conns.v);
-	free(t->buf);
+	free(t->text.buf);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->cond);
 	free(t);
