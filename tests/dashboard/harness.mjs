@@ -1,8 +1,10 @@
 // harness.mjs: what the dashboard's Node.js tests share: starting and
-// stopping `tern dashboard`, temporary folders, bounded waits, checks.
+// stopping `tern dashboard`, temporary folders, bounded waits, checks, an
+// HTTP GET and a websocket client that records what it receives.
 // Every wait has a deadline and every child process is stopped on exit.
 
 import { spawn, spawnSync } from 'node:child_process';
+import http from 'node:http';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -185,5 +187,60 @@ export async function main(name, body) {
   } catch (error) {
     console.error(`${name}: FAILED: ${error.stack || error}`);
     process.exit(1);
+  }
+}
+
+// GET a path exactly as given (no normalisation of "..").
+export function httpGet(port, path, timeoutMs = 5000) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path, method: 'GET' }, (res) => {
+      let body = '';
+      res.on('data', (chunk) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`GET ${path} timed out`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+// A websocket client that records every message, with bounded waits.
+export class WsClient {
+  // WebSocket: the ws package's class (webModule('ws', 'index.js')).
+  constructor(WebSocket, url, options = {}) {
+    this.messages = [];
+    this.ws = new WebSocket(url, options);
+    this.closed = null;
+    this.ws.on('message', (data) => this.messages.push(JSON.parse(data.toString())));
+    this.ws.on('close', (code, reason) => (this.closed = { code, reason: reason.toString() }));
+    this.ws.on('error', (error) => (this.error = error));
+  }
+
+  opened() {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('websocket did not open in 5 s')), 5000);
+      this.ws.once('open', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.ws.once('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
+    });
+  }
+
+  // The first message from index on that satisfies pred.
+  async next(what, pred, timeoutMs = 5000) {
+    return waitFor(what, () => this.messages.find(pred), timeoutMs, 20);
+  }
+
+  async request(msg) {
+    this.ws.send(JSON.stringify(msg));
+    return this.next(`a reply to ${JSON.stringify(msg).slice(0, 80)}`, (m) => m.req === msg.req);
+  }
+
+  close() {
+    this.ws.terminate();
   }
 }

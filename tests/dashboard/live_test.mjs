@@ -6,31 +6,16 @@
 // dashboard without --connect: no live message, a live request refused,
 // /metrics with the dashboard's own families only.
 
-import http from 'node:http';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { check, main, startDashboard, step, tempDir, waitFor, webModule } from './harness.mjs';
+import { check, httpGet, main, startDashboard, step, tempDir, waitFor, webModule, WsClient } from './harness.mjs';
 import { explained, NODES, startLiveDashboard, startNetwork } from './network.mjs';
 
 const { default: WebSocket } = await webModule('ws', 'index.js');
 const PYTHON = process.env.TERN_PYTHON || '/usr/bin/python3';
 const PARSER = join(dirname(fileURLToPath(import.meta.url)), 'prom_parse.py');
 
-function get(port, path) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method: 'GET' }, (res) => {
-      let body = '';
-      res.on('data', (chunk) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
-    });
-    req.setTimeout(10000, () => req.destroy(new Error(`GET ${path} timed out`)));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-// The metric families of a /metrics body, by the Prometheus client's parser.
 function parseMetrics(text) {
   const result = spawnSync(PYTHON, [PARSER], { input: text, encoding: 'utf8', timeout: 30000 });
   check(result.status === 0, `prom_parse.py failed (status ${result.status}): ${result.stderr || result.error}\n${text.slice(0, 2000)}`);
@@ -38,34 +23,13 @@ function parseMetrics(text) {
 }
 
 async function metrics(port) {
-  const res = await get(port, '/metrics');
+  const res = await httpGet(port, '/metrics', 10000);
   check(res.status === 200, `GET /metrics -> ${res.status}`);
   check(res.headers['content-type'] === 'text/plain; version=0.0.4; charset=utf-8', `content type ${res.headers['content-type']}`);
   return { text: res.body, families: parseMetrics(res.body) };
 }
 
 const family = (families, name) => families.find((f) => f.name === name);
-
-class Client {
-  constructor(url) {
-    this.messages = [];
-    this.ws = new WebSocket(url);
-    this.ws.on('message', (data) => this.messages.push(JSON.parse(data.toString())));
-    this.open = new Promise((resolve, reject) => {
-      this.ws.once('open', resolve);
-      this.ws.once('error', reject);
-    });
-  }
-
-  next(what, pred, timeoutMs = 10000) {
-    return waitFor(what, () => this.messages.find(pred), timeoutMs, 20);
-  }
-
-  async request(msg) {
-    this.ws.send(JSON.stringify(msg));
-    return this.next(`a reply to ${JSON.stringify(msg)}`, (m) => m.req === msg.req);
-  }
-}
 
 // A live message in which every node reports, and demo/a flows at both ends.
 function complete(m) {
@@ -81,8 +45,8 @@ async function watchedNetwork(network) {
   const dashboard = await startLiveDashboard(join(tempDir(), 'none.db'), network);
 
   step('on connect: runs, then live_history, then live');
-  const client = new Client(dashboard.wsUrl);
-  await client.open;
+  const client = new WsClient(WebSocket, dashboard.wsUrl);
+  await client.opened();
   await client.next('three messages on connect', () => client.messages.length >= 3);
   const types = client.messages.slice(0, 3).map((m) => m.type);
   check(JSON.stringify(types) === '["runs","live_history","live"]', `first messages: ${types}`);
@@ -186,8 +150,8 @@ async function watchedNetwork(network) {
 async function withoutConnect() {
   const dashboard = await startDashboard(join(tempDir(), 'none.db'));
   step('without --connect: no live message, live requests refused');
-  const client = new Client(dashboard.wsUrl);
-  await client.open;
+  const client = new WsClient(WebSocket, dashboard.wsUrl);
+  await client.opened();
   const reply = await client.request({ type: 'live_history', req: 'h' });
   check(reply.type === 'error' && reply.request === 'live_history' && reply.error.includes('--connect'), `live_history without --connect: ${JSON.stringify(reply)}`);
   // Pushes on connect come before any reply: had there been one, it is here.

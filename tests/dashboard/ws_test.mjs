@@ -4,68 +4,13 @@
 // refusals: a foreign Origin, a path other than /ws, a message over 64 KiB.
 // The compare reply is checked against `tern bench compare --format json`.
 
-import http from 'node:http';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { check, main, runTern, startDashboard, step, tempDir, waitFor, webModule } from './harness.mjs';
+import { check, httpGet as get, main, runTern, startDashboard, step, tempDir, waitFor, webModule, WsClient } from './harness.mjs';
 import { cellCount, cells, createDatabase, finishedRun, insertResult, insertRun, LINKS, runSqlite, SIZES, XSS_NOTE } from './fixture.mjs';
 
 const { default: WebSocket } = await webModule('ws', 'index.js');
 const LIMIT = 64 * 1024;
-
-// GET a path exactly as given (no normalisation of "..").
-function get(port, path) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path, method: 'GET' }, (res) => {
-      let body = '';
-      res.on('data', (chunk) => (body += chunk));
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
-    });
-    req.setTimeout(5000, () => req.destroy(new Error(`GET ${path} timed out`)));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-// A websocket client that records every message, with bounded waits.
-class Client {
-  constructor(url, options = {}) {
-    this.messages = [];
-    this.ws = new WebSocket(url, options);
-    this.closed = null;
-    this.ws.on('message', (data) => this.messages.push(JSON.parse(data.toString())));
-    this.ws.on('close', (code, reason) => (this.closed = { code, reason: reason.toString() }));
-    this.ws.on('error', (error) => (this.error = error));
-  }
-
-  opened() {
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('websocket did not open in 5 s')), 5000);
-      this.ws.once('open', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      this.ws.once('error', (error) => {
-        clearTimeout(timer);
-        reject(error);
-      });
-    });
-  }
-
-  // The first message from index on that satisfies pred.
-  async next(what, pred, timeoutMs = 5000) {
-    return waitFor(what, () => this.messages.find(pred), timeoutMs, 20);
-  }
-
-  async request(msg) {
-    this.ws.send(JSON.stringify(msg));
-    return this.next(`a reply to ${JSON.stringify(msg).slice(0, 80)}`, (m) => m.req === msg.req);
-  }
-
-  close() {
-    this.ws.terminate();
-  }
-}
 
 // Connects and expects the upgrade to be refused (no open event).
 async function expectRefusedUpgrade(what, url, options) {
@@ -94,7 +39,7 @@ async function compareRepeats(dir) {
   runSqlite(db, finishedRun(2, 'the same again', 1, { repeats: 3, seed: 7 }));
   runSqlite(db, finishedRun(3, 'half as fast', 0.5, { repeats: 3, seed: 7, environment: { kernel: 'Linux 6.19.0 x86_64' } }));
   const dashboard = await startDashboard(db);
-  const client = new Client(dashboard.wsUrl);
+  const client = new WsClient(WebSocket, dashboard.wsUrl);
   await client.opened();
   await client.next('the list of runs', (m) => m.type === 'runs');
   const count = cellCount(cells(1));
@@ -157,7 +102,7 @@ await main('dashboard_ws', async () => {
   check(traversal.status !== 200 && !traversal.body.includes('root:'), 'no file outside web/ is served');
 
   step('on connect: the list of runs');
-  const client = new Client(dashboard.wsUrl);
+  const client = new WsClient(WebSocket, dashboard.wsUrl);
   await client.opened();
   const hello = await client.next('the list of runs on connect', (m) => m.type === 'runs');
   check(hello.db.state === 'ready' && hello.db.path === db, `db description: ${JSON.stringify(hello.db)}`);
@@ -218,7 +163,7 @@ await main('dashboard_ws', async () => {
   await client.next('the reply to a 64 KiB message', (m) => m.req === 'big');
 
   step('pushes while a bench writes a run');
-  const second = new Client(dashboard.wsUrl);
+  const second = new WsClient(WebSocket, dashboard.wsUrl);
   await second.opened();
   await second.next('the list of runs', (m) => m.type === 'runs');
   runSqlite(db, insertRun({ id: 3, started_at: '2026-12-02T12:00:00Z', note: 'live' }));
@@ -250,7 +195,7 @@ await main('dashboard_ws', async () => {
   await expectRefusedUpgrade('other port', dashboard.wsUrl, { origin: `http://127.0.0.1:${port + 1}` });
   await expectRefusedUpgrade('DNS rebinding', dashboard.wsUrl, { origin: `http://evil.example:${port}`, headers: { Host: `evil.example:${port}` } });
   await expectRefusedUpgrade('another path', `ws://127.0.0.1:${port}/other`, {});
-  const own = new Client(dashboard.wsUrl, { origin: `http://127.0.0.1:${port}` });
+  const own = new WsClient(WebSocket, dashboard.wsUrl, { origin: `http://127.0.0.1:${port}` });
   await own.opened();
   await own.next('runs for the page\'s own origin', (m) => m.type === 'runs');
   own.close();
@@ -260,7 +205,7 @@ await main('dashboard_ws', async () => {
   client.ws.send('x'.repeat(LIMIT + 1));
   await waitFor('the connection to close', () => client.closed, 5000);
   check(client.closed.code === 1009, `close code ${client.closed.code}, expected 1009`);
-  const fragmented = new Client(dashboard.wsUrl);
+  const fragmented = new WsClient(WebSocket, dashboard.wsUrl);
   await fragmented.opened();
   const part = 'y'.repeat(30 * 1024);
   fragmented.ws.send(part, { fin: false });
@@ -268,7 +213,7 @@ await main('dashboard_ws', async () => {
   fragmented.ws.send(part, { fin: true });
   await waitFor('the fragmented message to close the connection', () => fragmented.closed, 5000);
   check(fragmented.closed.code === 1009, `fragmented: close code ${fragmented.closed.code}`);
-  const after = new Client(dashboard.wsUrl);
+  const after = new WsClient(WebSocket, dashboard.wsUrl);
   await after.opened();
   await after.next('the server still serves', (m) => m.type === 'runs');
   after.close();
@@ -280,7 +225,7 @@ await main('dashboard_ws', async () => {
   step('a missing database, then a bench creates it');
   const missing = join(dir, 'later.db');
   const waiting = await startDashboard(missing);
-  const watcher = new Client(waiting.wsUrl);
+  const watcher = new WsClient(WebSocket, waiting.wsUrl);
   await watcher.opened();
   const empty = await watcher.next('runs for a missing database', (m) => m.type === 'runs');
   check(empty.db.state === 'missing' && empty.runs.length === 0, `missing: ${JSON.stringify(empty.db)}`);
