@@ -7,6 +7,7 @@
  */
 #include "matrix.h"
 #include "record.h"
+#include "stats.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
@@ -365,31 +366,11 @@ link_table(FILE *out, const struct bench_run *run, const double *rsp, const stru
 	free(shown);
 }
 
-static int
-cmp_double(const void *a, const void *b)
+/* One figure of the repeats of a cell, over the good ones (stats.h). */
+static struct sample_stats
+figure_of(const struct bench_run *run, const size_t *rows, size_t n, size_t offset, double *tmp)
 {
-	double x = *(const double *)a;
-	double y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* The median of the n values at v (sorted in place); -1 when n is 0. */
-static double
-median(double *v, size_t n)
-{
-	if (n == 0) {
-		return -1;
-	}
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* One figure of the repeats of a cell: the median of the good ones. */
-static double
-median_of(const struct bench_run *run, const size_t *rows, size_t n, size_t offset, double *tmp,
-          size_t *count)
-{
+	struct sample_stats st;
 	size_t k = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -401,8 +382,8 @@ median_of(const struct bench_run *run, const size_t *rows, size_t n, size_t offs
 			tmp[k++] = v;
 		}
 	}
-	*count = k;
-	return median(tmp, k);
+	stats_describe(tmp, k, &st);
+	return st;
 }
 
 /* A run with --repeat, as a run of one sample a cell: each cell's medians
@@ -461,18 +442,18 @@ merge_repeats(const struct bench_run *run, struct bench_run *view, double **spre
 		if (!m->failed) {
 			size_t fig = c->rate > 0 ? offsetof(struct cell_result, lat_p99_us)
 			                         : offsetof(struct cell_result, records_per_s);
-			size_t good;
-			double mid;
+			struct sample_stats st;
 
 			for (size_t f = 0; f < sizeof(figures) / sizeof(figures[0]); f++) {
-				double v = median_of(run, rows, n, figures[f], tmp, &good);
+				double v;
 
+				st = figure_of(run, rows, n, figures[f], tmp);
+				v = st.n > 0 ? st.median : -1;
 				memcpy((char *)m + figures[f], &v, sizeof(v));
 			}
-			/* tmp holds this figure's good values, sorted */
-			mid = median_of(run, rows, n, fig, tmp, &good);
+			st = figure_of(run, rows, n, fig, tmp);
 			(*spread)[view->ncells] =
-			    good > 1 && mid > 0 ? (tmp[good - 1] - tmp[0]) / mid * 100 : -1;
+			    st.n > 1 && st.median > 0 ? (st.max - st.min) / st.median * 100 : -1;
 		}
 		view->cells[view->ncells] = *c;
 		view->cells[view->ncells].repeat = 0;
