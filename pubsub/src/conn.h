@@ -68,6 +68,10 @@ struct conn {
 	bool outbound;
 	char endpoint[ENDPOINT_MAX];
 	char peer_id[CTL_ID_MAX + 1];
+	/* I/O thread, set once by the handshake: who the peer proved it is (its
+	 * certificate's common name); empty for a peer that proved nothing,
+	 * which only `*` access rules cover */
+	char identity[CTL_ID_MAX + 1];
 	char reason[256];      /* I/O thread: why it closed */
 	char write_error[160]; /* under wlock: why a write failed (then `dead` is set) */
 	bool low_latency;
