@@ -3,11 +3,15 @@
  */
 #include "store.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BUSY_TIMEOUT_MS 5000
 
@@ -240,6 +244,9 @@ store_open(store **out, const char *path, char *err, size_t err_len)
 		store_close(st);
 		return -1;
 	}
+	/* Best effort: a database this user may not write still opens. */
+	char ignored[256];
+	store_mark_interrupted(st, ignored, sizeof(ignored));
 	*out = st;
 	return 0;
 }
@@ -300,6 +307,60 @@ prepare(store *st, const char *sql, sqlite3_stmt **s, char *err, size_t err_len)
 		return -1;
 	}
 	return 0;
+}
+
+/* True when no process has this id on this machine: kill(pid, 0) fails with
+ * ESRCH (EPERM means one exists that belongs to another user). */
+static bool
+pid_gone(sqlite3_int64 pid)
+{
+	if (pid <= 0 || pid != (sqlite3_int64)(pid_t)pid) {
+		return false;
+	}
+	return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+int
+store_mark_interrupted(store *st, char *err, size_t err_len)
+{
+	char host[256];
+	sqlite3_stmt *s;
+	int64_t dead[64];
+	int n = 0;
+	int marked = 0;
+
+	if (!has_column(st, "runs", "pid") || gethostname(host, sizeof(host) - 1) != 0) {
+		return 0;
+	}
+	host[sizeof(host) - 1] = '\0';
+	if (prepare(st,
+	            "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?1 AND pid > 0",
+	            &s, err, err_len) != 0) {
+		return -1;
+	}
+	sqlite3_bind_text(s, 1, host, -1, SQLITE_TRANSIENT);
+	/* At most 64 a time: the bench opens the database again next time. */
+	while (n < (int)(sizeof(dead) / sizeof(dead[0])) && sqlite3_step(s) == SQLITE_ROW) {
+		if (pid_gone(sqlite3_column_int64(s, 1))) {
+			dead[n++] = sqlite3_column_int64(s, 0);
+		}
+	}
+	sqlite3_finalize(s);
+	for (int i = 0; i < n; i++) {
+		/* Still running: a run that ended meanwhile keeps its own status. */
+		if (prepare(st,
+		            "UPDATE runs SET status = 'interrupted' WHERE id = ?1 AND status = "
+		            "'running'",
+		            &s, err, err_len) != 0) {
+			return -1;
+		}
+		sqlite3_bind_int64(s, 1, dead[i]);
+		if (step_done(st, s, err, err_len) != 0) {
+			return -1;
+		}
+		marked += sqlite3_changes(st->db);
+	}
+	return marked;
 }
 
 int

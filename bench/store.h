@@ -50,6 +50,15 @@ int store_run_begin(store *st, const struct run_info *ri, int64_t *run_id, char 
 int store_link(store *st, int64_t run_id, const struct bench_link *l, char *err, size_t err_len);
 int store_result(store *st, int64_t run_id, const struct cell *c, const struct cell_result *r,
                  char *err, size_t err_len);
+/*
+ * Marks `interrupted` each run still `running` whose bench is gone: its host
+ * is this machine's (gethostname) and no process has its pid (a bench killed
+ * with SIGKILL, or a machine that rebooted, never ended its run). store_open
+ * does it, best effort. Returns the number of runs marked, or -1 with err.
+ * A pid reused since by another process keeps its run `running`.
+ */
+int store_mark_interrupted(store *st, char *err, size_t err_len);
+
 /* status: "finished", "failed" or "interrupted"; sets finished_at. */
 int store_run_end(store *st, int64_t run_id, const char *status, char *err, size_t err_len);
 

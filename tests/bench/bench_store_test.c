@@ -2,7 +2,8 @@
  * bench_store_test.c - the benchmark database: a new file gets schema
  * version 3; a version-1 file (the minimum schema) and a version-2 file are
  * migrated in place and keep their rows; a newer version is refused; rows
- * written by a run read back, with the run's environment.
+ * written by a run read back, with the run's environment; opening marks a
+ * run `interrupted` when its bench is gone from this machine.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "layer.h"
@@ -339,6 +341,57 @@ writes_a_run(void **state)
 	                 1);
 }
 
+/* A pid that no process has now: a child's, once it has been reaped. */
+static long
+dead_pid(void)
+{
+	pid_t child = fork();
+
+	assert_true(child >= 0);
+	if (child == 0) {
+		_exit(0);
+	}
+	assert_int_equal(waitpid(child, NULL, 0), child);
+	return (long)child;
+}
+
+static void
+marks_dead_runs_interrupted(void **state)
+{
+	char err[256];
+	char host[256];
+	char sql[2048];
+	store *st;
+	long dead = dead_pid();
+
+	(void)state;
+	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+	host[sizeof(host) - 1] = '\0';
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
+	store_close(st);
+	/* 1: killed here; 2: alive here (this process); 3: another machine's;
+	 * 4: killed, but it had finished; 5: no pid (schema 2). */
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO runs (id, started_at, tern_version, config, status, host, pid) VALUES"
+	         " (1, 't', 'v', '{}', 'running', '%s', %ld),"
+	         " (2, 't', 'v', '{}', 'running', '%s', %ld),"
+	         " (3, 't', 'v', '{}', 'running', 'elsewhere', %ld),"
+	         " (4, 't', 'v', '{}', 'finished', '%s', %ld),"
+	         " (5, 't', 'v', '{}', 'running', '%s', NULL);",
+	         host, dead, host, (long)getpid(), dead, host, dead, host);
+	exec_sql(sql);
+	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE id = 1 AND status = "
+	                           "'interrupted' AND finished_at IS NULL"),
+	                 1);
+	assert_int_equal(query_int("SELECT count(*) FROM runs WHERE status = 'running'"), 3);
+	assert_int_equal(
+	    query_int("SELECT count(*) FROM runs WHERE id = 4 AND status = 'finished'"), 1);
+	/* Nothing left to mark. */
+	assert_int_equal(store_mark_interrupted(st, err, sizeof(err)), 0);
+	store_close(st);
+}
+
 int
 main(void)
 {
@@ -348,6 +401,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(migrates_version_2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(refuses_a_newer_version, setup, teardown),
 	    cmocka_unit_test_setup_teardown(writes_a_run, setup, teardown),
+	    cmocka_unit_test_setup_teardown(marks_dead_runs_interrupted, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("bench_store", tests, NULL, NULL);
