@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -43,6 +45,8 @@ struct dash_store {
 	ino_t ino;
 	int64_t data_version;
 	bool has_status; /* schema 2: runs.status, results.failed */
+	bool has_pid;    /* schema 3: runs.pid, the bench's process on runs.host */
+	char host[256];  /* this machine's name, as the bench records it */
 	struct run_snapshot *runs;
 	size_t nruns;
 	int64_t last_result_id;
@@ -65,12 +69,47 @@ set_err(char *err, size_t errlen, const char *what, sqlite3 *db)
 	}
 }
 
+/*
+ * A run's status as the page shows it. On schema 3 a `running` run whose
+ * bench is gone is `interrupted` (run_status below): the database still says
+ * `running`, since the dashboard never writes and the bench that would have
+ * ended the run was killed; the next `tern bench` writes `interrupted`.
+ */
 static const char *
 status_expr(const struct dash_store *st)
 {
+	if (st->has_pid) {
+		return "tern_run_status(r.status, r.host, r.pid)";
+	}
 	return st->has_status
 	           ? "r.status"
 	           : "CASE WHEN r.finished_at IS NULL THEN 'running' ELSE 'finished' END";
+}
+
+/*
+ * SQL function tern_run_status(status, host, pid): `interrupted` for a
+ * `running` run recorded on this host whose pid no process has (kill(pid, 0)
+ * fails with ESRCH; EPERM means a process of another user has it), else
+ * status. A run of another host is taken at its word: its pid means nothing
+ * here. A pid reused since by another process keeps the run `running`.
+ */
+static void
+run_status(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+	const struct dash_store *st = sqlite3_user_data(ctx);
+	const unsigned char *status = sqlite3_value_text(argv[0]);
+	const unsigned char *host = sqlite3_value_text(argv[1]);
+	sqlite3_int64 pid = sqlite3_value_int64(argv[2]);
+
+	(void)argc;
+	if (status != NULL && strcmp((const char *)status, "running") == 0 && host != NULL &&
+	    st->host[0] != '\0' && strcmp((const char *)host, st->host) == 0 &&
+	    sqlite3_value_type(argv[2]) == SQLITE_INTEGER && pid > 0 &&
+	    pid == (sqlite3_int64)(pid_t)pid && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+		sqlite3_result_text(ctx, "interrupted", -1, SQLITE_STATIC);
+		return;
+	}
+	sqlite3_result_value(ctx, argv[0]);
 }
 
 static const char *
@@ -226,6 +265,10 @@ inspect_schema(struct dash_store *st)
 	}
 	st->has_status =
 	    has_column(st->db, "runs", "status") && has_column(st->db, "results", "failed");
+	st->has_pid = st->has_status && has_column(st->db, "runs", "pid") &&
+	              has_column(st->db, "runs", "host") &&
+	              sqlite3_create_function(st->db, "tern_run_status", 3, SQLITE_UTF8, st,
+	                                      run_status, NULL, NULL) == SQLITE_OK;
 	int64_t runs = query_int(st->db, "SELECT count(*) FROM runs", 0);
 	st->state = runs > 0 ? DASH_STORE_READY : DASH_STORE_EMPTY;
 	if (runs == 0) {
@@ -301,6 +344,9 @@ dash_store_open(const char *path)
 		return NULL;
 	}
 	memcpy(st->path, path, len + 1);
+	if (gethostname(st->host, sizeof(st->host) - 1) != 0) {
+		st->host[0] = '\0';
+	}
 	open_db(st);
 	return st;
 }
@@ -562,7 +608,7 @@ dash_store_trend(struct dash_store *st, const struct dash_store_cell *cell, char
 	if (!queryable(st, err, errlen)) {
 		return NULL;
 	}
-	char sql[512];
+	char sql[768];
 	snprintf(sql, sizeof(sql),
 	         "SELECT %s, r.started_at AS run_started_at, r.note AS run_note, "
 	         "r.tern_version AS run_tern_version, r.host AS run_host, %s AS run_status "
@@ -811,6 +857,21 @@ poll_changes(struct dash_store *st, cJSON *events)
 	return count;
 }
 
+/* True while some run is `running`: its bench may die without a commit. */
+static bool
+watching_a_bench(const struct dash_store *st)
+{
+	if (!st->has_pid || st->state != DASH_STORE_READY) {
+		return false;
+	}
+	for (size_t i = 0; i < st->nruns; i++) {
+		if (strcmp(st->runs[i].status, "running") == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 int
 dash_store_poll(struct dash_store *st, cJSON *events)
 {
@@ -829,7 +890,9 @@ dash_store_poll(struct dash_store *st, cJSON *events)
 		return push_runs_list(st, events);
 	}
 	int64_t version = query_int(st->db, "PRAGMA data_version", st->data_version);
-	if (version == st->data_version && !st->more_results) {
+	/* A bench killed with SIGKILL commits nothing: while a run is running
+	 * here, look at it on every poll to notice its bench is gone. */
+	if (version == st->data_version && !st->more_results && !watching_a_bench(st)) {
 		return 0;
 	}
 	st->data_version = version;

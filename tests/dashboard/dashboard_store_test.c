@@ -11,7 +11,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -350,6 +352,81 @@ test_poll_pushes_a_live_run(void **state)
 	dash_store_close(st);
 }
 
+/* The status of run id in a list of runs (a runs reply's "runs"). */
+static const char *
+status_in(const cJSON *runs, int id)
+{
+	const cJSON *run;
+	cJSON_ArrayForEach(run, runs)
+	{
+		if ((int)number_of(run, "id") == id) {
+			return string_of(run, "status");
+		}
+	}
+	return NULL;
+}
+
+/*
+ * A bench killed with SIGKILL leaves its run `running` in the database: the
+ * dashboard on the same host sees its pid is gone and says `interrupted`,
+ * though nothing was committed; a run of another host is taken at its word.
+ */
+static void
+test_dead_bench_is_interrupted(void **state)
+{
+	struct fixture *f = *state;
+	char host[256];
+	char sql[1024];
+	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+	host[sizeof(host) - 1] = '\0';
+	pid_t bench = fork();
+	assert_true(bench >= 0);
+	if (bench == 0) {
+		/* A stand-in for the bench: alive until killed. */
+		for (;;) {
+			pause();
+		}
+	}
+	open_writer(f, schema_v2);
+	exec(f->writer, schema_v3_added);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO runs (id, started_at, tern_version, host, config, pid) VALUES"
+	         " (1, '2026-12-01T10:00:00Z', '0.1.0', '%s', '{}', %ld),"
+	         " (2, '2026-12-02T10:00:00Z', '0.1.0', 'another-host', '{}', %ld);",
+	         host, (long)bench, (long)bench);
+	exec(f->writer, sql);
+	struct dash_store *st = dash_store_open(f->path);
+	cJSON *msg = reply(st, "{\"type\": \"runs\"}");
+	cJSON *runs = cJSON_GetObjectItemCaseSensitive(msg, "runs");
+	assert_string_equal(status_in(runs, 1), "running");
+	assert_string_equal(status_in(runs, 2), "running");
+	cJSON_Delete(msg);
+	cJSON *events = cJSON_CreateArray();
+	assert_int_equal(dash_store_poll(st, events), 0);
+
+	assert_int_equal(kill(bench, SIGKILL), 0);
+	assert_int_equal(waitpid(bench, NULL, 0), bench);
+	assert_int_equal(dash_store_poll(st, events), 1);
+	cJSON *updated = cJSON_GetArrayItem(events, 0);
+	assert_string_equal(string_of(updated, "type"), "run_updated");
+	cJSON *run = cJSON_GetObjectItemCaseSensitive(updated, "run");
+	assert_int_equal((int)number_of(run, "id"), 1);
+	assert_string_equal(string_of(run, "status"), "interrupted");
+	assert_int_equal(dash_store_poll(st, events), 0);
+
+	msg = reply(st, "{\"type\": \"runs\"}");
+	runs = cJSON_GetObjectItemCaseSensitive(msg, "runs");
+	assert_string_equal(status_in(runs, 1), "interrupted");
+	assert_string_equal(status_in(runs, 2), "running");
+	cJSON_Delete(msg);
+	msg = reply(st, "{\"type\": \"run\", \"run_id\": 1}");
+	assert_string_equal(string_of(cJSON_GetObjectItemCaseSensitive(msg, "run"), "status"),
+	                    "interrupted");
+	cJSON_Delete(msg);
+	cJSON_Delete(events);
+	dash_store_close(st);
+}
+
 static void
 test_replaced_database(void **state)
 {
@@ -637,6 +714,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_runs_run_and_trend, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_poll_pushes_a_live_run, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_replaced_database, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_dead_bench_is_interrupted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_schema_version_1, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_compare, setup, teardown),
