@@ -2,7 +2,9 @@
 // step with the server: full lists on connect, then pushes ("run_added",
 // "result", "run_updated") while a bench writes. With `tern dashboard
 // --connect`, the Live view follows the watched network ("live_history",
-// "live").
+// "live"). The view shown lives in the URL fragment (route.js): navigating
+// pushes a history entry, back and forward (popstate) show the entry's view,
+// and a URL opened cold shows its view once the server has sent the runs.
 
 import { Connection } from './connection.js';
 import { el, clear } from './dom.js';
@@ -11,17 +13,25 @@ import { RunView } from './run-view.js';
 import { TrendView } from './trend-view.js';
 import { CompareView } from './compare-view.js';
 import { LiveView } from './live-view.js';
+import { formatRoute, parseRoute } from './route.js';
 
 const state = {
   db: null,
   runs: [],
   selected: null,
   view: 'run',
+  // The route of the URL, applied once the runs are known (and again on reconnect).
+  route: parseRoute(location.hash),
 };
 
 const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
 const connection = new Connection(`${scheme}://${location.host}/ws`);
-const runsList = new RunsList(document.getElementById('runs'), (id) => selectRun(id, true));
+const runsList = new RunsList(document.getElementById('runs'), (id) => {
+  selectRun(id, true);
+  if (state.view === 'run') {
+    navigate({ view: 'run', run: id });
+  }
+});
 const runView = new RunView(document.getElementById('view-run'), pickCell);
 const trendView = new TrendView(document.getElementById('view-trend'), connection);
 const compareView = new CompareView(document.getElementById('view-compare'), connection);
@@ -65,13 +75,6 @@ function showDatabase(db) {
 
 function setView(view) {
   state.view = view;
-  // A view opened for the first time shows something at once.
-  if (view === 'trend' && !trendView.cell) {
-    trendView.request(trendView.formCell());
-  }
-  if (view === 'compare' && !compareView.shown) {
-    compareView.compare(Number(compareView.runA.value), Number(compareView.runB.value));
-  }
   for (const button of document.querySelectorAll('.tabs button')) {
     button.setAttribute('aria-selected', button.dataset.view === view ? 'true' : 'false');
   }
@@ -80,8 +83,69 @@ function setView(view) {
   }
 }
 
+// Shows a route's view: the run, the trend or the comparison it names.
+function applyRoute(route) {
+  state.route = route;
+  if (!route) {
+    setView('run');
+    return;
+  }
+  setView(route.view);
+  if (route.view === 'run') {
+    if (state.runs.some((r) => r.id === route.run)) {
+      if (state.selected !== route.run) {
+        selectRun(route.run, true);
+      }
+    } else if (state.runs.length > 0) {
+      state.selected = null;
+      runView.showMessage(`There is no run #${route.run} in this database.`);
+      renderRuns();
+    }
+  } else if (route.view === 'trend') {
+    trendView.request(route.cell);
+  } else if (route.view === 'compare') {
+    compareView.compare(route.a, route.b);
+  }
+}
+
+// Goes to a route: a new history entry (or, with replace, the current one changed).
+function navigate(route, replace = false) {
+  const hash = formatRoute(route);
+  if (hash && hash !== location.hash) {
+    history[replace ? 'replaceState' : 'pushState'](null, '', hash);
+  }
+  applyRoute(route);
+}
+
+window.addEventListener('popstate', () => applyRoute(parseRoute(location.hash)));
+trendView.onShow = (cell) => navigate({ view: 'trend', cell });
+compareView.onCompare = (a, b) => navigate({ view: 'compare', a, b });
+
+// A tab shows what its view showed last (or what its pickers hold) and puts it in the URL.
+function tabRoute(view) {
+  if (view === 'run') {
+    return state.selected ? { view, run: state.selected } : null;
+  }
+  if (view === 'trend') {
+    const cell = trendView.cell || trendView.formCell();
+    return TrendView.valid(cell) ? { view, cell } : null;
+  }
+  if (view === 'compare') {
+    const pair = compareView.chosen || compareView.pair();
+    return pair ? { view, ...pair } : null;
+  }
+  return { view };
+}
+
 for (const button of document.querySelectorAll('.tabs button')) {
-  button.addEventListener('click', () => setView(button.dataset.view));
+  button.addEventListener('click', () => {
+    const route = tabRoute(button.dataset.view);
+    if (route) {
+      navigate(route);
+    } else {
+      setView(button.dataset.view);
+    }
+  });
 }
 
 function renderRuns() {
@@ -123,8 +187,7 @@ function selectRun(id, byUser) {
 }
 
 function pickCell(result) {
-  setView('trend');
-  trendView.request({ scenario: result.scenario, link: result.link, layer: result.layer, mode: result.mode, records_per_msg: result.records_per_msg });
+  navigate({ view: 'trend', cell: { scenario: 'stream', link: result.link, layer: result.layer, mode: result.mode, records_per_msg: result.records_per_msg } });
 }
 
 connection.onStatus((status) => {
@@ -142,12 +205,22 @@ connection.on('runs', (msg) => {
     renderRuns();
     return;
   }
+  const route = state.route;
+  const named = route && route.view === 'run' && state.runs.some((r) => r.id === route.run);
+  if (named) {
+    // The URL names the run: follow only if it is the newest.
+    follow.checked = state.runs[0].id === route.run;
+  }
   const keep = state.runs.some((r) => r.id === state.selected) && !follow.checked;
-  const id = keep ? state.selected : state.runs[0].id;
+  const id = named ? route.run : keep ? state.selected : state.runs[0].id;
   // After a reconnect the run may have moved on: load it again.
   state.selected = null;
   runView.runId = null;
   selectRun(id, false);
+  // Now that the server answers, show the URL's view (a trend or comparison asks for it).
+  if (route) {
+    applyRoute(route);
+  }
 });
 
 connection.on('run_added', (msg) => {
@@ -161,6 +234,10 @@ connection.on('run_added', (msg) => {
   }
   if (follow.checked || state.selected === null) {
     selectRun(msg.run.id, false);
+    // Following: the URL names the run shown, without a history entry of its own.
+    if (state.view === 'run') {
+      navigate({ view: 'run', run: msg.run.id }, true);
+    }
   } else {
     renderRuns();
   }
@@ -199,3 +276,8 @@ connection.on('error', (msg) => showError(`The server refused a request: ${msg.e
 
 connection.on('live_history', (msg) => liveView.onHistory(msg));
 connection.on('live', (msg) => liveView.onLive(msg));
+
+// A URL opened cold shows its view's tab at once; its content follows the runs.
+if (state.route) {
+  setView(state.route.view);
+}

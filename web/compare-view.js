@@ -62,9 +62,12 @@ export class CompareView {
     this.status = el('p', { class: 'muted', text: 'Pick two runs.' });
     this.environment = el('div', { class: 'compare-env' });
     this.table = el('div', { class: 'compare-table' });
+    this.chosen = null;
+    // Set by the page: what "compare" does (it puts the pair in the URL first).
+    this.onCompare = (a, b) => this.compare(a, b);
     const form = el(
       'form',
-      { class: 'picker', onsubmit: (event) => { event.preventDefault(); this.compare(Number(this.runA.value), Number(this.runB.value)); } },
+      { class: 'picker', onsubmit: (event) => { event.preventDefault(); this.onCompare(Number(this.runA.value), Number(this.runB.value)); } },
       el('label', {}, 'baseline A', this.runA),
       el('label', {}, 'run B', this.runB),
       el('button', { type: 'submit', text: 'compare' }),
@@ -72,10 +75,11 @@ export class CompareView {
     container.append(el('h2', { text: 'Compare two runs' }), form, this.status, this.environment, this.table);
   }
 
-  // Refreshes the run pickers; by default B is the selected run and A the one before it.
+  // Refreshes the run pickers; by default B is the selected run and A the one
+  // before it; a pair compared (or named in the URL) stays chosen.
   setRuns(runs, selectedId) {
-    const keepA = this.runA.value;
-    const keepB = this.runB.value;
+    const keepA = this.chosen ? String(this.chosen.a) : this.runA.value;
+    const keepB = this.chosen ? String(this.chosen.b) : this.runB.value;
     for (const select of [this.runA, this.runB]) {
       clear(select);
       for (const run of runs) {
@@ -91,9 +95,23 @@ export class CompareView {
     this.runB.value = b;
   }
 
+  // The pair in the pickers now, or null.
+  pair() {
+    const a = Number(this.runA.value);
+    const b = Number(this.runB.value);
+    return a > 0 && b > 0 ? { a, b } : null;
+  }
+
   async compare(a, b) {
     if (!(a > 0) || !(b > 0)) {
       return;
+    }
+    this.chosen = { a, b };
+    for (const [select, id] of [[this.runA, a], [this.runB, b]]) {
+      if (![...select.options].some((o) => o.value === String(id))) {
+        select.append(el('option', { value: String(id), text: `#${id}` }));
+      }
+      select.value = String(id);
     }
     this.status.textContent = `Comparing runs #${a} and #${b}…`;
     let reply;
@@ -102,6 +120,9 @@ export class CompareView {
     } catch (error) {
       this.status.textContent = `Not connected: ${error.message}`;
       return;
+    }
+    if (this.chosen.a !== a || this.chosen.b !== b) {
+      return; // another pair was asked for meanwhile
     }
     if (reply.type === 'error') {
       this.status.textContent = reply.error;

@@ -1,11 +1,12 @@
-// run-view.js: the selected run: its description, its environment, and one
-// panel per link. Results arrive either all at once (a "run" reply) or one by
+// run-view.js: the selected run: its description, its environment, the
+// tern/tcp matrix (ratio-view.js), and one panel per link. Results arrive either all at once (a "run" reply) or one by
 // one (pushes while the bench runs); both go through addResults, which keeps
 // one copy of each result id (a repeat is a row of its own) and redraws only
 // the panels whose link changed; a panel reduces the repeats of a cell.
 
 import { el, clear, formatDate, text } from './dom.js';
 import { LinkPanel } from './link-panel.js';
+import { RatioView } from './ratio-view.js';
 import { runStatus } from './runs-list.js';
 
 export class RunView {
@@ -19,6 +20,7 @@ export class RunView {
     this.panels = new Map();
     this.header = el('div', { class: 'run-header' });
     this.panelBox = el('div', { class: 'panels' });
+    this.ratio = new RatioView(onPick);
     this.message = el('p', { class: 'muted' });
   }
 
@@ -30,6 +32,7 @@ export class RunView {
     this.links.clear();
     this.results.clear();
     this.run = null;
+    clear(this.ratio.el);
     clear(this.container);
   }
 
@@ -48,7 +51,7 @@ export class RunView {
     this.reset();
     this.runId = runId;
     this.message.textContent = `Loading run #${runId}…`;
-    this.container.append(this.header, this.message, this.panelBox);
+    this.container.append(this.header, this.message, this.ratio.el, this.panelBox);
   }
 
   load(msg) {
@@ -159,6 +162,9 @@ export class RunView {
         panel.setLink(link);
       }
       panel.setResults([...this.results.values()].filter((r) => r.link === name));
+    }
+    if (touched.size > 0) {
+      this.ratio.render([...this.results.values()], this.links);
     }
   }
 

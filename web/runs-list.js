@@ -1,4 +1,6 @@
-// runs-list.js: the list of runs, newest first, one row per run.
+// runs-list.js: the list of runs, newest first, one row per run, filtered by
+// host and by a piece of the note (runs of many machines share a database
+// once `tern bench import` brings them together).
 
 import { el, clear, formatDate, text } from './dom.js';
 
@@ -19,20 +21,61 @@ export function runStatus(run) {
   return { label: text(run.status), kind: 'unknown' };
 }
 
+// The runs that pass the filter: host equal (or any host), note containing the text (any case).
+export function filterRuns(runs, filter) {
+  const note = (filter.note || '').trim().toLowerCase();
+  return runs.filter((run) => (!filter.host || run.host === filter.host) && (!note || String(run.note ?? '').toLowerCase().includes(note)));
+}
+
 export class RunsList {
   constructor(container, onSelect) {
     this.container = container;
     this.onSelect = onSelect;
+    this.runs = [];
+    this.selectedId = null;
+    this.host = el('select', { name: 'host', 'aria-label': 'host', onchange: () => this.redraw() });
+    this.note = el('input', { name: 'note', type: 'search', placeholder: 'note contains…', 'aria-label': 'note contains', oninput: () => this.redraw() });
+    this.filters = el('div', { class: 'run-filters' }, el('label', {}, 'host', this.host), el('label', {}, 'note', this.note));
+    this.table = el('div');
+    container.append(this.filters, this.table);
+  }
+
+  filter() {
+    return { host: this.host.value, note: this.note.value };
+  }
+
+  redraw() {
+    this.render(this.runs, this.selectedId);
+  }
+
+  // Fills the host picker with the hosts of the runs, keeping the choice.
+  renderHosts(runs) {
+    const hosts = [...new Set(runs.map((r) => r.host).filter((h) => typeof h === 'string' && h !== ''))].sort();
+    const keep = this.host.value;
+    clear(this.host);
+    this.host.append(el('option', { value: '', text: `all hosts (${hosts.length})` }));
+    for (const host of hosts) {
+      this.host.append(el('option', { value: host, text: host }));
+    }
+    this.host.value = hosts.includes(keep) ? keep : '';
   }
 
   render(runs, selectedId) {
-    clear(this.container);
+    this.runs = runs;
+    this.selectedId = selectedId;
+    this.renderHosts(runs);
+    clear(this.table);
     if (runs.length === 0) {
-      this.container.append(el('p', { class: 'muted', text: 'No runs yet.' }));
+      this.table.append(el('p', { class: 'muted', text: 'No runs yet.' }));
+      return;
+    }
+    const shown = filterRuns(runs, this.filter());
+    if (shown.length === 0) {
+      this.table.append(el('p', { class: 'muted', text: `No run matches (${runs.length} in all).` }));
       return;
     }
     const body = el('tbody');
-    for (const run of runs) {
+    for (const run of shown) {
       const status = runStatus(run);
       const row = el(
         'tr',
@@ -66,7 +109,10 @@ export class RunsList {
       );
       body.append(row);
     }
-    this.container.append(
+    if (shown.length < runs.length) {
+      this.table.append(el('p', { class: 'muted small filtered', text: `${shown.length} of ${runs.length} runs` }));
+    }
+    this.table.append(
       el(
         'table',
         { class: 'runs-table' },
