@@ -11,11 +11,12 @@
 // its spread, and the run's environment. The bench mode skips (exit 77)
 // while the tern executable has no bench command.
 
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { check, launchChromium, main, openPage, OUT_DIR, runTern, sleep, SKIP, startDashboard, startProcess, step, tempDir, waitFor } from './harness.mjs';
-import { cellCount, cells, createDatabase, ENVIRONMENT, finishedRun, insertResult, insertRun, LINKS, runSqlite, XSS_NOTE } from './fixture.mjs';
+import { check, fail, launchChromium, main, openPage, OUT_DIR, runTern, sleep, SKIP, startDashboard, startProcess, step, tempDir, waitFor } from './harness.mjs';
+import { cellCount, cells, createDatabase, ENVIRONMENT, finishedRun, insertResult, insertRun, LINKS, resultRow, runSqlite, XSS_NOTE } from './fixture.mjs';
 
 const mode = process.argv[2];
 if (mode !== 'bench' && mode !== 'fixture') {
@@ -187,6 +188,215 @@ async function showComparison(page, a, b) {
   });
 }
 
+// The median of a cell's repeats (bench/stats.c's: the mean of the middle two of an even count).
+function median(values) {
+  const v = [...values].sort((a, b) => a - b);
+  return v.length % 2 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+}
+
+// The ratio matrix of the run shown: every figure with its cell and ratio.
+function ratioSummary() {
+  return [...document.querySelectorAll('.ratio-matrix .ratio')].map((b) => ({
+    scenario: b.closest('table').dataset.scenario,
+    link: b.dataset.link,
+    layer: b.dataset.layer,
+    mode: b.dataset.mode,
+    records: Number(b.dataset.records),
+    ratio: Number(b.dataset.ratio),
+    text: b.textContent,
+    background: getComputedStyle(b).backgroundColor,
+    shares: [...document.querySelectorAll('.ratio-matrix tr')].filter((tr) => tr.querySelector('.link-share')).map((tr) => tr.dataset.link),
+  }));
+}
+
+// Which view shows, and what it shows.
+function viewSummary() {
+  const visible = ['run', 'trend', 'compare', 'live'].filter((v) => !document.getElementById(`view-${v}`).hidden);
+  return {
+    hash: location.hash,
+    visible,
+    tab: document.querySelector('.tabs button[aria-selected="true"]')?.dataset.view,
+    run: document.querySelector('.run-header h2')?.textContent ?? '',
+    selected: Number(document.querySelector('#runs tr.selected')?.dataset.runId ?? 0),
+    trend: document.querySelector('#view-trend').dataset.shown ?? '',
+    compare: document.querySelector('#view-compare .muted')?.textContent ?? '',
+  };
+}
+
+// The y axis tick labels of the trend chart, and its datasets' labels.
+function trendAxis() {
+  const chart = window.Chart.getChart(document.querySelector('canvas.trend-chart'));
+  return {
+    ticks: chart.scales.y.ticks.map((t) => t.label),
+    min: chart.scales.y.min,
+    lines: chart.data.datasets.filter((d) => !d.band).map((d) => d.label),
+    steps: [...document.querySelectorAll('#view-trend tbody tr')].map((tr) => tr.dataset.step),
+  };
+}
+
+// The ratio matrix of run #2 holds tern/tcp (and zmq/tcp) of the medians of
+// the fixture's repeats, cell by cell; a figure opens its cell's trend.
+async function checkRatioMatrix(page, run2) {
+  const shown = await waitFor('the ratio matrix of run #2', async () => {
+    const r = await page.evaluate(ratioSummary);
+    return r.length > 0 ? r : null;
+  });
+  const expected = [];
+  const key = (r) => `${r.link} ${r.mode} ${r.records_per_msg}`;
+  const groups = new Map();
+  for (const row of run2) {
+    const k = `${key(row)} ${row.layer}`;
+    groups.set(k, [...(groups.get(k) || []), row.records_per_s]);
+  }
+  for (const row of run2.filter((r) => r.layer !== 'tcp' && r.repeat === 0)) {
+    const ratio = median(groups.get(`${key(row)} ${row.layer}`)) / median(groups.get(`${key(row)} tcp`));
+    expected.push({ link: row.link, layer: row.layer, mode: row.mode, records: row.records_per_msg, ratio });
+  }
+  check(shown.length === expected.length, `a figure per tern and zmq cell: ${shown.length}, expected ${expected.length}`);
+  for (const e of expected) {
+    const f = shown.find((x) => x.scenario === 'stream' && x.link === e.link && x.layer === e.layer && x.mode === e.mode && x.records === e.records);
+    check(f, `the matrix has ${e.layer} ${e.link} ${e.mode} ${e.records}`);
+    check(Math.abs(f.ratio - e.ratio) < 1e-9 * e.ratio, `${e.layer}/tcp ${e.link} ${e.mode} ${e.records}: ${f.ratio}, expected ${e.ratio}`);
+    check(f.text.endsWith(` ${e.ratio.toFixed(2)}`), `${e.layer} ${e.link} ${e.mode} ${e.records} reads ${e.ratio.toFixed(2)}: "${f.text}"`);
+  }
+  // One scale centred at 1.0: above is blue, below red.
+  const above = shown.find((x) => x.ratio > 1.05);
+  const below = shown.find((x) => x.ratio < 0.95);
+  const rgb = (c) => c.match(/\d+/g).map(Number);
+  check(above && rgb(above.background)[2] > rgb(above.background)[0], `a ratio above 1 is blue: ${JSON.stringify(above)}`);
+  check(below && rgb(below.background)[0] > rgb(below.background)[2], `a ratio below 1 is red: ${JSON.stringify(below)}`);
+  const limited = LINKS.filter((l) => l.bandwidth_Bps).map((l) => l.name).sort();
+  check(JSON.stringify([...shown[0].shares].sort()) === JSON.stringify(limited), `the link share is beside the links with a bandwidth: ${shown[0].shares}`);
+  await page.screenshot({ path: join(OUT_DIR, 'dashboard-ratio-fixture.png'), clip: { x: 0, y: 0, width: 1400, height: 700 } });
+
+  step('a figure of the matrix opens its trend, and the URL names it');
+  await page.click('.ratio-matrix tr[data-link="lan"] button.ratio[data-layer="tern"][data-mode="batched"][data-records="16"]');
+  await waitFor('the trend of lan tern batched 16', async () => {
+    const v = await page.evaluate(viewSummary);
+    return v.visible.join() === 'trend' && v.trend === 'lan tern batched 16' && v.hash === '#trend=lan,tern,batched,16';
+  });
+}
+
+// Each deep link opened cold, in a page of its own, shows its view.
+async function checkDeepLinks(browser, url, problems) {
+  const cases = [
+    ['#run=1', (v) => v.visible.join() === 'run' && v.selected === 1 && v.run.startsWith('Run #1 ')],
+    ['#trend=lan,tern,batched,1', (v) => v.visible.join() === 'trend' && v.tab === 'trend' && v.trend === 'lan tern batched 1'],
+    ['#compare=2,4', (v) => v.visible.join() === 'compare' && v.compare.startsWith('Run #2 (A) against run #4 (B)')],
+    ['#live', (v) => v.visible.join() === 'live'],
+  ];
+  for (const [hash, ok] of cases) {
+    const page = await openPage(browser, `${url}${hash}`, problems);
+    await waitFor(`${hash} opened cold to show its view`, async () => ok(await page.evaluate(viewSummary)));
+    if (hash === '#run=1') {
+      const v = await page.evaluate(() => document.getElementById('follow').checked);
+      check(v === false, 'a URL naming an older run does not follow new runs');
+    }
+    await page.close();
+  }
+}
+
+// Navigating pushes history entries; back and forward show each view again.
+async function checkBackForward(browser, url, problems) {
+  const page = await openPage(browser, `${url}#run=2`, problems);
+  const at = (what, pred) => waitFor(what, async () => pred(await page.evaluate(viewSummary)));
+  await at('run #2', (v) => v.selected === 2 && v.run.startsWith('Run #2 '));
+  await page.click('#runs tr[data-run-id="1"]');
+  await at('run #1 in the URL', (v) => v.hash === '#run=1' && v.run.startsWith('Run #1 '));
+  // The tab shows the cell its pickers hold (a history entry of its own), then the one picked.
+  await page.click('nav button[data-view="trend"]');
+  const first = await at('the first trend in the URL', (v) => (v.hash.startsWith('#trend=') && v.trend ? v : null));
+  check(first.hash !== '#trend=wifi,tcp,lowlat,4', `the pickers start elsewhere: ${first.hash}`);
+  await showTrend(page, { link: 'wifi', layer: 'tcp', mode: 'lowlat', records_per_msg: '4' });
+  await at('the trend in the URL', (v) => v.hash === '#trend=wifi,tcp,lowlat,4' && v.trend === 'wifi tcp lowlat 4');
+  await page.click('nav button[data-view="compare"]');
+  await page.selectOption('#view-compare select[name="a"]', '1');
+  await page.selectOption('#view-compare select[name="b"]', '2');
+  await page.click('#view-compare button[type="submit"]');
+  await at('the comparison in the URL', (v) => v.hash === '#compare=1,2' && v.compare.startsWith('Run #1 (A) against run #2 (B)'));
+  await page.goBack();
+  await at('back: the trend', (v) => v.visible.join() === 'trend' && v.hash === '#trend=wifi,tcp,lowlat,4');
+  await page.goBack();
+  await at('back: the first trend', (v) => v.visible.join() === 'trend' && v.hash === first.hash && v.trend === first.trend);
+  await page.goBack();
+  await at('back: run #1', (v) => v.visible.join() === 'run' && v.hash === '#run=1' && v.selected === 1);
+  await page.goBack();
+  await at('back: run #2', (v) => v.visible.join() === 'run' && v.hash === '#run=2' && v.selected === 2 && v.run.startsWith('Run #2 '));
+  await page.goForward();
+  await at('forward: run #1', (v) => v.visible.join() === 'run' && v.selected === 1);
+  await page.goForward();
+  await page.goForward();
+  await at('forward: the trend', (v) => v.visible.join() === 'trend' && v.trend === 'wifi tcp lowlat 4');
+  await page.goForward();
+  await at('forward: the comparison', (v) => v.visible.join() === 'compare' && v.hash === '#compare=1,2');
+  await page.close();
+}
+
+// Two runs whose cell differs by 0.1 %, on two hosts: the trend's axis labels
+// all differ, from zero and zoomed; the step is within the spread; one line per host.
+async function checkSteadyTrend(page, db) {
+  const steady = { name: 'steady', bandwidth_Bps: null, rtt_ms: 0 };
+  const rows = [];
+  [[6, 'bench-host', 1.836e6], [7, 'lab-b', 1.8378e6]].forEach(([id, host, rate]) => {
+    rows.push(insertRun({ id, started_at: `2026-12-0${id}T10:00:00Z`, finished_at: `2026-12-0${id}T10:01:00Z`, status: 'finished', note: `steady on ${host}`, host, links: [steady] }));
+    [0.9995, 1, 1.0005].forEach((f, repeat) => rows.push(insertResult({ ...resultRow(id, steady, 'tern', 'batched', 64, id), records_per_s: rate * f, repeat })));
+  });
+  runSqlite(db, ['BEGIN;', ...rows, 'COMMIT;'].join('\n'));
+  await page.goto(`${page.url().replace(/#.*$/, '')}#trend=steady,tern,batched,64`);
+  const distinct = (ticks) => ticks.length >= 3 && ticks.every((t) => t !== '') && new Set(ticks).size === ticks.length;
+  const fromZero = await waitFor('the steady trend', async () => {
+    const v = await page.evaluate(viewSummary);
+    const a = v.trend === 'steady tern batched 64' ? await page.evaluate(trendAxis) : null;
+    return a && a.steps.length === 2 ? a : null;
+  });
+  check(fromZero.min === 0 && distinct(fromZero.ticks), `a rate's axis starts at 0 with distinct labels: ${JSON.stringify(fromZero)}`);
+  check(fromZero.steps[1] === 'within', `a change of 0.1% inside the repeats' spread is within the spread: ${fromZero.steps}`);
+  await page.check('#view-trend input[name="zoom"]');
+  const zoomed = await page.evaluate(trendAxis);
+  check(zoomed.min > 1.8e6 && distinct(zoomed.ticks), `zoomed to the data, every label distinct: ${JSON.stringify(zoomed.ticks)}`);
+  await page.screenshot({ path: join(OUT_DIR, 'dashboard-trend-steady.png'), fullPage: true });
+  await page.check('#view-trend input[name="per_host"]');
+  const perHost = await page.evaluate(trendAxis);
+  check(JSON.stringify(perHost.lines) === JSON.stringify(['bench-host', 'lab-b']), `one line per host: ${perHost.lines}`);
+  await page.uncheck('#view-trend input[name="zoom"]');
+  await page.uncheck('#view-trend input[name="per_host"]');
+
+  step('the runs list filters by host and by note');
+  await page.selectOption('#runs select[name="host"]', 'lab-b');
+  await waitFor('only the run of lab-b', async () => (await page.evaluate(pageSummary)).runIds.join() === '7');
+  await page.selectOption('#runs select[name="host"]', '');
+  await page.fill('#runs input[name="note"]', 'STEADY');
+  await waitFor('only the steady runs', async () => (await page.evaluate(pageSummary)).runIds.join() === '7,6');
+  await page.fill('#runs input[name="note"]', '');
+  await waitFor('every run again', async () => (await page.evaluate(pageSummary)).runIds.length === 7);
+}
+
+// A run whose bench was killed (SIGKILL: it never ends its run) shows
+// "interrupted" once its process is gone, with no change to the database.
+async function checkInterrupted(page, db) {
+  const bench = spawn('sleep', ['600'], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => bench.on('exit', resolve));
+  try {
+    await waitFor('the stand-in bench to start', async () => bench.pid > 0);
+    runSqlite(db, insertRun({ id: 8, started_at: '2026-12-08T10:00:00Z', note: 'killed bench', host: hostname(), pid: bench.pid, links: [LINKS[1]] }));
+    const badge = () => page.evaluate(() => document.querySelector('#runs tr[data-run-id="8"] .badge')?.textContent ?? null);
+    await waitFor('run #8 listed as running', async () => (await badge()) === 'running');
+  } finally {
+    bench.kill('SIGKILL');
+  }
+  await exited;
+  const status = await waitFor('run #8 listed as interrupted', async () => {
+    const b = await page.evaluate(() => document.querySelector('#runs tr[data-run-id="8"] .badge')?.textContent ?? null);
+    return b === 'interrupted' ? b : null;
+  });
+  check(status === 'interrupted', 'the killed run is interrupted');
+  const { stdout } = await execFileAsync('sqlite3', [db, 'SELECT status FROM runs WHERE id = 8;']);
+  check(stdout.trim() === 'running', `the dashboard wrote nothing: the database still says ${stdout.trim()}`);
+  await page.click('#runs tr[data-run-id="8"]');
+  await waitFor('run #8 shown interrupted', async () => (await page.evaluate(pageSummary)).badge === 'interrupted');
+  await page.screenshot({ path: join(OUT_DIR, 'dashboard-interrupted.png') });
+}
+
 // The fixture's first two runs: 3 repeats a cell, and a third layer.
 const REPEATED = { repeats: 3, layers: ['tern', 'tcp', 'zmq'] };
 
@@ -224,6 +434,11 @@ async function fixtureMode(browser, problems) {
     return [summarize([4, 1, 10, 2]), summarize([3, 1, 2]), summarize([])];
   });
   check(JSON.stringify(medians) === JSON.stringify([{ n: 4, median: 3, min: 1, max: 10 }, { n: 3, median: 2, min: 1, max: 3 }, null]), `medians: ${JSON.stringify(medians)}`);
+
+  step('the tern/tcp matrix of run #2');
+  await checkRatioMatrix(page, run2);
+  await page.click('nav button[data-view="run"]');
+  await waitFor('back on the run view', async () => (await page.evaluate(viewSummary)).visible.join() === 'run');
 
   step("the run's environment in its header");
   const header = await page.evaluate(() => ({
@@ -317,6 +532,15 @@ async function fixtureMode(browser, problems) {
   const listed = await page.evaluate(() => document.querySelector('#runs tr[data-run-id="5"]').textContent);
   check(listed.includes(`${cells(5, 1, LINKS, REPEATED).length} results`), `a run written at once is counted once: ${listed}`);
   await page.screenshot({ path: join(OUT_DIR, 'dashboard-compare-fixture.png') });
+
+  step('deep links opened cold: #run=1, #trend=..., #compare=2,4, #live');
+  await checkDeepLinks(browser, dashboard.url, problems);
+  step('back and forward move between views');
+  await checkBackForward(browser, dashboard.url, problems);
+  step('a trend of two runs 0.1% apart, on two hosts');
+  await checkSteadyTrend(page, db);
+  step('a run whose bench was killed is interrupted');
+  await checkInterrupted(page, db);
   await page.close();
   await dashboard.stopCleanly();
 

@@ -109,6 +109,8 @@ export function insertResult(row) {
 }
 
 // The environment a run records (schema 3); run.environment overrides members.
+// A run may name its host (run.host, 'bench-host' by default) and the pid of
+// the bench writing it (run.pid).
 export const ENVIRONMENT = {
   cpu_model: 'Test CPU @ 2.00GHz',
   kernel: 'Linux 6.18.44 x86_64',
@@ -121,8 +123,8 @@ export const ENVIRONMENT = {
 export function insertRun(run) {
   const config = JSON.stringify({ quick: true, links: LINKS.map((l) => l.name), records: SIZES, repeat: run.repeats ?? 1 });
   const env = { ...ENVIRONMENT, ...(run.environment ?? {}) };
-  const columns = ['id', 'started_at', 'finished_at', 'tern_version', 'host', 'cpu', 'cores', 'note', 'config', 'status', ...Object.keys(env)];
-  const values = [run.id, run.started_at, run.finished_at ?? null, '0.1.0', 'bench-host', 'x86_64 test cpu', 2, run.note, config, run.status ?? 'running', ...Object.values(env)];
+  const columns = ['id', 'started_at', 'finished_at', 'tern_version', 'host', 'cpu', 'cores', 'note', 'config', 'status', 'pid', ...Object.keys(env)];
+  const values = [run.id, run.started_at, run.finished_at ?? null, '0.1.0', run.host ?? 'bench-host', 'x86_64 test cpu', 2, run.note, config, run.status ?? 'running', run.pid ?? null, ...Object.values(env)];
   const statements = [`INSERT INTO runs (${columns.join(', ')}) VALUES (${values.map(sql).join(', ')});`];
   for (const link of run.links ?? LINKS) {
     statements.push(`INSERT INTO links (run_id, name, bandwidth_Bps, rtt_ms) VALUES (${run.id}, ${sql(link.name)}, ${sql(link.bandwidth_Bps)}, ${link.rtt_ms});`);

@@ -168,8 +168,10 @@ export async function openPage(browser, url, problems) {
     }
   });
   page.on('requestfailed', (req) => problems.push(`request failed: ${req.url()}`));
+  // url may carry a fragment (#run=1): what the page loads is under its origin.
+  const origin = `${new URL(url).origin}/`;
   page.on('request', (req) => {
-    if (!req.url().startsWith(url) && !req.url().startsWith('ws://127.0.0.1') && !req.url().startsWith('data:')) {
+    if (!req.url().startsWith(origin) && !req.url().startsWith('ws://127.0.0.1') && !req.url().startsWith('data:')) {
       problems.push(`the page asked for something outside the dashboard: ${req.url()}`);
     }
   });
