@@ -36,18 +36,29 @@ export function clear(node) {
   }
 }
 
-// 1234567 -> "1.23 M"
-export function formatRate(value) {
+// 1234567 -> "1.23 M" (digits significant digits, 3 by default)
+export function formatRate(value, digits = 3) {
   if (typeof value !== 'number' || !Number.isFinite(value)) {
     return '–';
   }
   const units = [[1e9, ' G'], [1e6, ' M'], [1e3, ' k']];
   for (const [size, unit] of units) {
     if (Math.abs(value) >= size) {
-      return (value / size).toPrecision(3) + unit;
+      return (value / size).toPrecision(digits) + unit;
     }
   }
-  return value.toPrecision(3);
+  return value.toPrecision(digits);
+}
+
+// A formatRate with the fewest significant digits (3 to 7) that write
+// different numbers of values differently: 1.836 M and 1.838 M, not 1.84 M twice.
+export function rateFormatter(values) {
+  const v = [...new Set(values.filter((x) => typeof x === 'number' && Number.isFinite(x)))];
+  let digits = 3;
+  while (digits < 7 && new Set(v.map((x) => formatRate(x, digits))).size < v.length) {
+    digits++;
+  }
+  return (x) => formatRate(x, digits);
 }
 
 // A message size in binary units: 1024 -> "1 KiB", 65536 -> "64 KiB".

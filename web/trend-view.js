@@ -15,7 +15,7 @@
 // Open-loop rows (--rate) are left out: their records/s is the rate they
 // were sent at.
 
-import { el, clear, formatChange, formatDate, formatRate, percentChange, text } from './dom.js';
+import { el, clear, formatChange, formatDate, percentChange, rateFormatter, text } from './dom.js';
 import { summarize } from './cells.js';
 
 const THRESHOLD = 5;
@@ -273,9 +273,10 @@ export class TrendView {
               }
               const line = lines.find((l) => l.host === ctx.dataset.host);
               const step = line && line.steps.get(run.run_id);
-              const spread = run.stats.n > 1 ? `, median of ${run.stats.n}: ${formatRate(run.stats.min)}–${formatRate(run.stats.max)}` : ', one sample';
+              const format = rateFormatter([run.stats.min, run.stats.median, run.stats.max]);
+              const spread = run.stats.n > 1 ? `, median of ${run.stats.n}: ${format(run.stats.min)}–${format(run.stats.max)}` : ', one sample';
               const change = step ? ` (${step.change >= 0 ? '+' : ''}${step.change.toFixed(2)}%: ${STEP_TEXT[step.kind]})` : '';
-              return `${run.run_host ? `${run.run_host}: ` : ''}${formatRate(ctx.parsed.y)} records/s${spread}${change}`;
+              return `${run.run_host ? `${run.run_host}: ` : ''}${format(ctx.parsed.y)} records/s${spread}${change}`;
             },
           },
         },
@@ -301,14 +302,16 @@ export class TrendView {
       }
       return null;
     };
+    // Digits enough to tell apart every figure of the table.
+    const format = rateFormatter(runs.flatMap((r) => (r.stats ? [r.stats.median, r.stats.min, r.stats.max] : [])));
     const rows = runs.map((r) => {
       const s = r.stats;
       const step = s ? stepOf(r) : null;
       const figure = !s
         ? `failed: ${text(r.rows.find((x) => x.failed)?.error)}`
         : s.n > 1
-          ? `${formatRate(s.median)} (${formatRate(s.min)}–${formatRate(s.max)})`
-          : formatRate(s.median);
+          ? `${format(s.median)} (${format(s.min)}–${format(s.max)})`
+          : format(s.median);
       const kind = !s ? 'failed' : step && step.kind === 'drop' ? 'regression' : step && step.kind === 'rise' ? 'rise' : '';
       return el(
         'tr',

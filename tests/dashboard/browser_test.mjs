@@ -231,6 +231,7 @@ function trendAxis() {
     min: chart.scales.y.min,
     lines: chart.data.datasets.filter((d) => !d.band).map((d) => d.label),
     steps: [...document.querySelectorAll('#view-trend tbody tr')].map((tr) => tr.dataset.step),
+    figures: [...document.querySelectorAll('#view-trend tbody tr')].map((tr) => tr.cells[5].textContent),
   };
 }
 
@@ -350,6 +351,8 @@ async function checkSteadyTrend(page, db) {
     return a && a.steps.length === 2 ? a : null;
   });
   check(fromZero.min === 0 && distinct(fromZero.ticks), `a rate's axis starts at 0 with distinct labels: ${JSON.stringify(fromZero)}`);
+  const figures = fromZero.figures.flatMap((f) => f.split(/[ ()–]+/).filter((x) => /\d/.test(x)));
+  check(figures.length === 6 && new Set(figures).size === 6, `the table writes the six figures differently: ${fromZero.figures}`);
   check(fromZero.steps[1] === 'within', `a change of 0.1% inside the repeats' spread is within the spread: ${fromZero.steps}`);
   await page.check('#view-trend input[name="zoom"]');
   const zoomed = await page.evaluate(trendAxis);
