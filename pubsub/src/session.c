@@ -467,7 +467,7 @@ on_deny(struct session *s, struct conn *c, const struct ctl_msg *m)
 		for (int k = 0; k < src->nouts; k++) {
 			if (src->outs[k].conn == c && src->outs[k].oc->id == m->u.deny.id) {
 				refusal_set(&src->refusal, reason);
-				log_line(s->log, TERN_LOG_WARN,
+				log_line(s->log, TERN_LOG_INFO,
 				         "%s refused publisher on '%s': %.*s", c->peer_id, src->key,
 				         (int)reason->len, reason->p);
 				return 0;
