@@ -1597,9 +1597,6 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 	int rc, r;
 
 	dying.n = 0;
-	if ((rc = refusal_error(&src->refusal)) != 0) {
-		return rc;
-	}
 	if (len > s->cfg->max_message_bytes) {
 		return tern__error(TERN_EMSGSIZE,
 		                   "a %zu-byte message on '%s' exceeds max_message_bytes (%llu)",
@@ -1632,7 +1629,9 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 	}
 	publish_result(src, rc, len);
 	pthread_mutex_unlock(&src->send_lock);
-	return rc;
+	/* a peer that refused this publisher drops what reaches it; everyone
+	 * else got the message (as with TERN_EMSGSIZE from one peer) */
+	return rc == 0 ? refusal_error(&src->refusal) : rc;
 }
 
 /* ---- publishers ---- */

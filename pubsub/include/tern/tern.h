@@ -178,6 +178,10 @@ int tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliabil
  * it never blocks: where a reliable publish would wait, the queue grows up
  * to queue.max_bytes instead, and beyond that, or while another thread is
  * publishing on the same pub, it returns TERN_EAGAIN (not sent).
+ * Once a peer has refused the publisher (its acl), tern_publish returns
+ * TERN_EACCES, and so does tern_pub_close; tern_last_error() says which
+ * node refused which key. The message still went to every other
+ * subscriber: the refusing peer drops what reaches it.
  */
 int tern_publish(tern_pub *pub, const void *data, size_t len);
 
