@@ -219,7 +219,10 @@ publish_one(struct pub_run *r, const void *data, size_t len)
 			serve_usr1(r);
 			continue;
 		}
-		if (rc != TERN_ETIMEDOUT) {
+		if (rc == TERN_EACCES) {
+			cli_error("pub", "%s", tern_last_error());
+			r->failed = true;
+		} else if (rc != TERN_ETIMEDOUT) {
 			cli_error("pub", "publish failed: %s", tern_last_error());
 			r->failed = true;
 		}
@@ -408,7 +411,12 @@ pub_run(node_config *nc, const struct pub_opts *o)
 	}
 	seconds = r.messages > 0 ? runtime_now() - r.first : 0;
 	/* reliable: what a subscriber never got makes the exit status non-zero */
-	if (tern_pub_close(r.pub) != 0) {
+	rc = tern_pub_close(r.pub);
+	if (rc == TERN_EACCES && !r.failed) {
+		/* refused by a peer's acl after the last message went out */
+		cli_error("pub", "%s", tern_last_error());
+		r.failed = true;
+	} else if (rc != 0 && rc != TERN_EACCES) {
 		runtime_log(TERN_LOG_ERROR, "%s", tern_last_error());
 		r.failed = true;
 	}

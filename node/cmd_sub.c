@@ -85,6 +85,7 @@ struct sub_run {
 	double last;
 	bool unflushed;
 	bool stdout_closed;
+	bool failed; /* receiving failed (a peer refused the subscription) */
 };
 
 static int
@@ -253,7 +254,12 @@ receive_loop(struct sub_run *r)
 			continue;
 		}
 		if (rc != 0) {
-			cli_error("sub", "receive failed: %s", tern_last_error());
+			if (rc == TERN_EACCES) {
+				cli_error("sub", "%s", tern_last_error()); /* a peer's acl */
+			} else {
+				cli_error("sub", "receive failed: %s", tern_last_error());
+			}
+			r->failed = true;
 			runtime_stop = 1;
 			break;
 		}
@@ -305,7 +311,9 @@ sub_run(node_config *nc, const struct sub_opts *o)
 	tern_sub_close(r.sub);
 	tern_node_close(r.node);
 	runtime_signals_block();
-	if (timed_out && r.messages == 0 && runtime_connect_error() != NULL) {
+	if (r.failed) {
+		status = EXIT_RUNTIME;
+	} else if (timed_out && r.messages == 0 && runtime_connect_error() != NULL) {
 		cli_error("sub", "%s (gave up after %g s)", runtime_connect_error(), o->timeout);
 		status = EXIT_RUNTIME;
 	} else if (timed_out && o->count > 0 && r.messages < o->count) {

@@ -32,7 +32,8 @@ enum key_kind {
 	KIND_RELIABILITY,
 	KIND_LOG,
 	KIND_LISTEN,
-	KIND_CONNECT
+	KIND_CONNECT,
+	KIND_ACL
 };
 
 struct key_spec {
@@ -71,6 +72,7 @@ static const struct key_spec key_specs[] = {
     {"telemetry", KIND_OBJECT, 0, 0, 0},
     {"telemetry.interval_ms", KIND_U32, FIELD(telemetry_interval_ms), 0, 3600000},
     {"log", KIND_LOG, 0, 0, 0},
+    {"acl", KIND_ACL, 0, 0, 0},
 };
 
 #define KEY_SPEC_COUNT (sizeof(key_specs) / sizeof(key_specs[0]))
@@ -170,6 +172,7 @@ config_free(node_config *nc)
 	free(nc->id);
 	nc->id = NULL;
 	nc->tern.id = NULL;
+	config_acl_free(nc);
 }
 
 static int
@@ -511,6 +514,186 @@ integer_value(struct parse_ctx *pc, const struct key_spec *spec, const cJSON *it
 
 static int parse_object(struct parse_ctx *pc, const cJSON *obj, const char *prefix);
 
+/* ---- acl: access rules (docs/CONFIG.md) ---- */
+
+static void
+strings_free(const char *const *v, size_t n)
+{
+	for (size_t k = 0; k < n; k++) {
+		free((void *)(uintptr_t)v[k]);
+	}
+	free((void *)(uintptr_t)v);
+}
+
+void
+config_acl_free(node_config *nc)
+{
+	for (size_t i = 0; i < nc->acl_count; i++) {
+		tern_acl_rule *r = &nc->acl[i];
+		free((void *)(uintptr_t)r->peer);
+		strings_free(r->allow_pub, r->allow_pub_len);
+		strings_free(r->allow_sub, r->allow_sub_len);
+	}
+	free(nc->acl);
+	nc->acl = NULL;
+	nc->acl_count = 0;
+	nc->tern.acl = NULL;
+	nc->tern.acl_len = 0;
+	nc->tern.acl_set = false;
+}
+
+/* One list of key expressions: an array of strings (checked later, whole). */
+static int
+acl_list(struct parse_ctx *pc, const char *path, const cJSON *item, const char *const **out,
+         size_t *len)
+{
+	const cJSON *el;
+	const char **v;
+	size_t n;
+
+	if (!cJSON_IsArray(item)) {
+		return key_err(pc, path,
+		               "must be an array of key expressions, e.g. [\"sensors/**\"]");
+	}
+	n = (size_t)cJSON_GetArraySize(item);
+	if ((v = calloc(n > 0 ? n : 1, sizeof(*v))) == NULL) {
+		return key_err(pc, path, "out of memory");
+	}
+	*out = v;
+	*len = 0;
+	cJSON_ArrayForEach(el, item)
+	{
+		if (!cJSON_IsString(el)) {
+			return key_err(pc, path, "element %zu must be a key expression string",
+			               *len);
+		}
+		if ((v[*len] = strdup(el->valuestring)) == NULL) {
+			return key_err(pc, path, "out of memory");
+		}
+		(*len)++;
+	}
+	return 0;
+}
+
+static int
+acl_rule(struct parse_ctx *pc, size_t index, const cJSON *obj, tern_acl_rule *r)
+{
+	const cJSON *item;
+	char path[64];
+	int rc = 0;
+
+	snprintf(path, sizeof(path), "acl[%zu]", index);
+	if (!cJSON_IsObject(obj)) {
+		return key_err(pc, path,
+		               "must be an object: { \"peer\": NAME or \"*\", \"allow_pub\": "
+		               "[...], \"allow_sub\": [...] }");
+	}
+	cJSON_ArrayForEach(item, obj)
+	{
+		snprintf(path, sizeof(path), "acl[%zu].%s", index, item->string);
+		for (const cJSON *prev = obj->child; prev != item; prev = prev->next) {
+			if (strcmp(prev->string, item->string) == 0) {
+				return key_err(pc, path, "appears twice");
+			}
+		}
+		if (strcmp(item->string, "peer") == 0) {
+			if (!cJSON_IsString(item) || item->valuestring[0] == '\0') {
+				return key_err(
+				    pc, path,
+				    "must be a peer's certificate name, or \"*\" for every "
+				    "peer");
+			}
+			if ((r->peer = strdup(item->valuestring)) == NULL) {
+				return key_err(pc, path, "out of memory");
+			}
+		} else if (strcmp(item->string, "allow_pub") == 0) {
+			rc = acl_list(pc, path, item, &r->allow_pub, &r->allow_pub_len);
+		} else if (strcmp(item->string, "allow_sub") == 0) {
+			rc = acl_list(pc, path, item, &r->allow_sub, &r->allow_sub_len);
+		} else {
+			return key_err(pc, path,
+			               "unknown key (known keys here: peer, allow_pub, allow_sub)");
+		}
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	if (r->peer == NULL) {
+		snprintf(path, sizeof(path), "acl[%zu]", index);
+		return key_err(pc, path, "has no \"peer\" (a certificate name, or \"*\")");
+	}
+	return 0;
+}
+
+static int
+acl_value(struct parse_ctx *pc, const char *path, const cJSON *item)
+{
+	node_config *nc = pc->nc;
+	const cJSON *el;
+	size_t n;
+	int rc;
+
+	if (!cJSON_IsArray(item)) {
+		return key_err(pc, path,
+		               "must be an array of rules: [{ \"peer\": \"*\", \"allow_sub\": "
+		               "[\"sensors/**\"] }]");
+	}
+	config_acl_free(nc);
+	n = (size_t)cJSON_GetArraySize(item);
+	if ((nc->acl = calloc(n > 0 ? n : 1, sizeof(*nc->acl))) == NULL) {
+		return key_err(pc, path, "out of memory");
+	}
+	nc->tern.acl = nc->acl;
+	nc->tern.acl_set = true;
+	cJSON_ArrayForEach(el, item)
+	{
+		/* counted first: a rule half parsed is freed with the rest */
+		nc->acl_count++;
+		nc->tern.acl_len = nc->acl_count;
+		if ((rc = acl_rule(pc, nc->acl_count - 1, el, &nc->acl[nc->acl_count - 1])) != 0) {
+			return rc;
+		}
+	}
+	if (tern_acl_check(nc->acl, nc->acl_count) != 0) {
+		return key_err(pc, path, "%s", tern_last_error());
+	}
+	return 0;
+}
+
+static cJSON *
+acl_list_json(const char *const *v, size_t n)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t k = 0; arr != NULL && k < n; k++) {
+		cJSON_AddItemToArray(arr, cJSON_CreateString(v[k]));
+	}
+	return arr;
+}
+
+static void
+acl_json(cJSON *root, const node_config *nc)
+{
+	cJSON *arr;
+
+	if (!nc->tern.acl_set || (arr = cJSON_AddArrayToObject(root, "acl")) == NULL) {
+		return;
+	}
+	for (size_t i = 0; i < nc->tern.acl_len; i++) {
+		const tern_acl_rule *r = &nc->tern.acl[i];
+		cJSON *o = cJSON_CreateObject();
+		if (o == NULL) {
+			return;
+		}
+		cJSON_AddStringToObject(o, "peer", r->peer);
+		cJSON_AddItemToObject(o, "allow_pub",
+		                      acl_list_json(r->allow_pub, r->allow_pub_len));
+		cJSON_AddItemToObject(o, "allow_sub",
+		                      acl_list_json(r->allow_sub, r->allow_sub_len));
+		cJSON_AddItemToArray(arr, o);
+	}
+}
+
 static int
 parse_item(struct parse_ctx *pc, const struct key_spec *spec, const cJSON *item)
 {
@@ -550,6 +733,8 @@ parse_item(struct parse_ctx *pc, const struct key_spec *spec, const cJSON *item)
 		return endpoints_value(pc, spec->path, item, true);
 	case KIND_CONNECT:
 		return endpoints_value(pc, spec->path, item, false);
+	case KIND_ACL:
+		return acl_value(pc, spec->path, item);
 	}
 	return key_err(pc, spec->path, "unsupported");
 }
@@ -796,6 +981,7 @@ config_to_json(const node_config *nc)
 	cJSON_AddNumberToObject(telemetry, "interval_ms", tc->telemetry_interval_ms);
 	cJSON_AddItemToObject(root, "telemetry", telemetry);
 	cJSON_AddStringToObject(root, "log", config_log_name(tc->log_level));
+	acl_json(root, nc);
 	text = cJSON_Print(root);
 	cJSON_Delete(root);
 	return text;

@@ -32,6 +32,9 @@ typedef struct node_config {
 	char **connect;
 	size_t connect_count;
 	bool connect_set;
+	/* acl: the rules tern.acl points at (strings owned here) */
+	tern_acl_rule *acl;
+	size_t acl_count;
 } node_config;
 
 /* Defaults: tern_config_init() and no endpoints. */
@@ -39,6 +42,9 @@ void config_init(node_config *nc);
 
 /* Free what the config owns; the struct may be initialised again. */
 void config_free(node_config *nc);
+
+/* Drop the acl rules (tern.acl_set becomes false: everything allowed). */
+void config_acl_free(node_config *nc);
 
 /*
  * Read FILE and apply its keys on top of nc. Returns 0, or TERN_EINVAL (bad

@@ -305,6 +305,12 @@ sample_messages(struct ctl_msg *m, int *n)
 	m[i++].u.token = 42;
 	m[i].type = CTL_GOODBYE;
 	m[i++].u.reason = S("node closing");
+	m[i].type = CTL_DENY;
+	m[i].u.deny.what = CTL_DENY_OPEN;
+	m[i].u.deny.name = S("node-a/3");
+	m[i].u.deny.id = 9;
+	m[i].u.deny.key = S("secret/x");
+	m[i++].u.deny.reason = S("access denied: publish on 'secret/x'");
 	*n = i;
 }
 
@@ -318,13 +324,13 @@ assert_str(struct ctl_str a, struct ctl_str b)
 static void
 test_control_roundtrip(void **state)
 {
-	struct ctl_msg m[11], d;
+	struct ctl_msg m[CTL_LAST], d;
 	uint8_t buf[CTL_MSG_MAX];
 	int n;
 	(void)state;
 
 	sample_messages(m, &n);
-	assert_int_equal(n, CTL_GOODBYE);
+	assert_int_equal(n, CTL_LAST);
 	for (int i = 0; i < n; i++) {
 		int len = ctl_encode(&m[i], buf, sizeof(buf));
 		assert_true(len > 0);
@@ -366,6 +372,12 @@ test_control_roundtrip(void **state)
 		case CTL_GOODBYE:
 			assert_str(d.u.reason, m[i].u.reason);
 			break;
+		case CTL_DENY:
+			assert_true(d.u.deny.what == CTL_DENY_OPEN && d.u.deny.id == 9);
+			assert_str(d.u.deny.name, m[i].u.deny.name);
+			assert_str(d.u.deny.key, m[i].u.deny.key);
+			assert_str(d.u.deny.reason, m[i].u.deny.reason);
+			break;
 		}
 	}
 }
@@ -373,7 +385,7 @@ test_control_roundtrip(void **state)
 static void
 test_control_truncated(void **state)
 {
-	struct ctl_msg m[11], d;
+	struct ctl_msg m[CTL_LAST], d;
 	uint8_t buf[CTL_MSG_MAX];
 	int n;
 	(void)state;
@@ -397,7 +409,7 @@ test_control_truncated(void **state)
 static void
 test_control_corrupted(void **state)
 {
-	struct ctl_msg m[11], d;
+	struct ctl_msg m[CTL_LAST], d;
 	uint8_t buf[CTL_MSG_MAX];
 	int n;
 	unsigned seed = 1;
@@ -416,7 +428,7 @@ test_control_corrupted(void **state)
 			}
 			/* either refused or decoded to something self-consistent */
 			if (ctl_decode(p, (size_t)len, &d) == 0) {
-				assert_true(d.type >= CTL_HELLO && d.type <= CTL_GOODBYE);
+				assert_true(d.type >= CTL_HELLO && d.type <= CTL_LAST);
 			}
 			free(p);
 		}
@@ -469,7 +481,7 @@ static void
 test_control_nul_strings(void **state)
 {
 	static const char nul[] = {'a', '\0', 'b'};
-	struct ctl_msg m[11], d;
+	struct ctl_msg m[CTL_LAST], d;
 	const struct {
 		struct ctl_msg *msg;
 		struct ctl_str *field;
@@ -537,7 +549,7 @@ check_bound(struct ctl_msg *m, uint64_t *field, uint64_t v, bool ok, const char 
 static void
 test_control_bounds(void **state)
 {
-	struct ctl_msg m[11];
+	struct ctl_msg m[CTL_LAST];
 	int n;
 	const struct {
 		int msg;
@@ -564,6 +576,8 @@ test_control_bounds(void **state)
 	     "CREDIT consumed"},
 	    {7, offsetof(struct ctl_msg, u.credit.channel), 1, CTL_CHANNEL_MAX, "BLOCKED channel"},
 	    {7, offsetof(struct ctl_msg, u.credit.bytes), 0, CTL_CREDIT_MAX, "BLOCKED bytes"},
+	    {11, offsetof(struct ctl_msg, u.deny.what), CTL_DENY_SUB, CTL_DENY_OPEN, "DENY what"},
+	    {11, offsetof(struct ctl_msg, u.deny.id), 1, CTL_CHANNEL_MAX, "DENY channel"},
 	};
 	(void)state;
 

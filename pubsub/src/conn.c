@@ -974,6 +974,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_UNSUB:
 	case CTL_OPEN:
 	case CTL_CLOSE:
+	case CTL_DENY:
 		return c->ops->control(c->arg, c, &m);
 	default:
 		return tern__error(TERN_EPROTO, "unexpected control message %d", m.type);

@@ -52,7 +52,7 @@ struct conn_ops {
 	void (*ready)(void *arg, struct conn *c);
 	/* The peer has sent everything it declares on connecting (SYNC). */
 	void (*synced)(void *arg, struct conn *c);
-	/* SUB, UNSUB, OPEN and CLOSE: routing. Negative: close the connection. */
+	/* SUB, UNSUB, OPEN, CLOSE and DENY: routing. Negative: close the connection. */
 	int (*control)(void *arg, struct conn *c, const struct ctl_msg *m);
 };
 

@@ -48,11 +48,11 @@ static int
 arity(int type)
 {
 	static const int n[] = {
-	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,    [CTL_UNSUB] = 3,
-	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 4, [CTL_BLOCKED] = 3,
-	    [CTL_PING] = 2,  [CTL_PONG] = 3,  [CTL_GOODBYE] = 2};
+	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,     [CTL_UNSUB] = 3,
+	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 4,  [CTL_BLOCKED] = 3,
+	    [CTL_PING] = 2,  [CTL_PONG] = 3,  [CTL_GOODBYE] = 2, [CTL_DENY] = 6};
 
-	return (type >= CTL_HELLO && type <= CTL_GOODBYE) ? n[type] : 0;
+	return (type >= CTL_HELLO && type <= CTL_LAST) ? n[type] : 0;
 }
 
 int
@@ -114,6 +114,13 @@ ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
 	case CTL_GOODBYE:
 		put_str(&e, m->u.reason);
 		break;
+	case CTL_DENY:
+		put_uint(&e, m->u.deny.what);
+		put_str(&e, m->u.deny.name);
+		put_uint(&e, m->u.deny.id);
+		put_str(&e, m->u.deny.key);
+		put_str(&e, m->u.deny.reason);
+		break;
 	default:
 		break;
 	}
@@ -136,7 +143,7 @@ static const char *const names[] = {
     [CTL_HELLO] = "HELLO",   [CTL_SYNC] = "SYNC",       [CTL_SUB] = "SUB",
     [CTL_UNSUB] = "UNSUB",   [CTL_OPEN] = "OPEN",       [CTL_CLOSE] = "CLOSE",
     [CTL_CREDIT] = "CREDIT", [CTL_BLOCKED] = "BLOCKED", [CTL_PING] = "PING",
-    [CTL_PONG] = "PONG",     [CTL_GOODBYE] = "GOODBYE"};
+    [CTL_PONG] = "PONG",     [CTL_GOODBYE] = "GOODBYE", [CTL_DENY] = "DENY"};
 
 /* A well-formed number beyond its bound: the message is refused, and the
  * reason names it (the first one found, after no malformed token). */
@@ -302,6 +309,20 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.reason = get_str(d, CTL_TEXT_MAX);
 		text(d, t, "reason", m->u.reason);
 		break;
+	case CTL_DENY:
+		m->u.deny.what = get_uint(d);
+		m->u.deny.name = get_str(d, CTL_ID_MAX + 24);
+		m->u.deny.id = get_uint(d);
+		m->u.deny.key = get_str(d, CTL_TEXT_MAX);
+		m->u.deny.reason = get_str(d, CTL_TEXT_MAX);
+		bound(d, t, "what", m->u.deny.what, CTL_DENY_SUB, CTL_DENY_OPEN);
+		if (m->u.deny.what == CTL_DENY_OPEN) {
+			bound(d, t, "channel", m->u.deny.id, 1, CTL_CHANNEL_MAX);
+		}
+		text(d, t, "name", m->u.deny.name);
+		text(d, t, "key", m->u.deny.key);
+		text(d, t, "reason", m->u.deny.reason);
+		break;
 	default:
 		break;
 	}
@@ -324,7 +345,7 @@ ctl_decode_explain(const uint8_t *p, size_t len, struct ctl_msg *m, char *why, s
 		goto malformed;
 	}
 	type = get_uint(&d);
-	if (d.bad || type > CTL_GOODBYE || arity((int)type) == 0 ||
+	if (d.bad || type > CTL_LAST || arity((int)type) == 0 ||
 	    t.length != (mpack_uint32_t)arity((int)type)) {
 		goto malformed;
 	}

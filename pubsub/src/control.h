@@ -25,8 +25,14 @@ enum ctl_type {
 	CTL_BLOCKED = 8,
 	CTL_PING = 9,
 	CTL_PONG = 10,
-	CTL_GOODBYE = 11
+	CTL_GOODBYE = 11,
+	CTL_DENY = 12
 };
+
+#define CTL_LAST CTL_DENY
+
+/* What a DENY refuses (docs/PROTOCOL.md): a subscription or a channel. */
+enum ctl_deny_what { CTL_DENY_SUB = 0, CTL_DENY_OPEN = 1 };
 
 #define CTL_ID_MAX   255
 #define CTL_TEXT_MAX 1024
@@ -93,6 +99,13 @@ struct ctl_msg {
 			                     microseconds since the Unix epoch */
 		};
 		struct ctl_str reason; /* CTL_GOODBYE */
+		struct {
+			uint64_t what;       /* enum ctl_deny_what */
+			struct ctl_str name; /* SUB: its origin; OPEN: its publisher */
+			uint64_t id;         /* SUB: its sub id; OPEN: its channel */
+			struct ctl_str key;  /* SUB: its key expression; OPEN: its key */
+			struct ctl_str reason;
+		} deny; /* CTL_DENY */
 	} u;
 };
 

@@ -38,6 +38,8 @@ tern_strerror(int err)
 		return "queue full, message dropped";
 	case TERN_EADDRINUSE:
 		return "address in use";
+	case TERN_EACCES:
+		return "access denied";
 	default:
 		return "unknown error";
 	}

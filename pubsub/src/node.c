@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "clock.h"
 #include "control.h"
 #include "error.h"
@@ -23,6 +24,7 @@ struct tern_node {
 	struct logger log;
 	struct session *session;
 	struct telemetry *telemetry; /* NULL: telemetry.interval_ms is 0 */
+	tern_acl_rule *acl;          /* cfg.acl points at this copy (one block) */
 };
 
 void
@@ -97,6 +99,9 @@ validate_config(const tern_config *cfg)
 	    cfg->reconnect_max_ms < cfg->reconnect_initial_ms) {
 		return tern__error(TERN_EINVAL, "keepalive and reconnect delays must be > 0");
 	}
+	if (cfg->acl_set) {
+		return tern_acl_check(cfg->acl, cfg->acl_len);
+	}
 	return 0;
 }
 
@@ -129,6 +134,13 @@ tern_node_open(tern_node **out, const tern_config *cfg)
 		default_id(node->id, sizeof(node->id));
 	}
 	node->cfg.id = node->id;
+	if (cfg->acl_set && cfg->acl_len > 0) {
+		if ((node->acl = acl_copy(cfg->acl, cfg->acl_len)) == NULL) {
+			free(node);
+			return TERN_ENOMEM;
+		}
+		node->cfg.acl = node->acl;
+	}
 	node->log.id = node->id;
 	node->log.level = cfg->log_level;
 	node->log.fn = cfg->log_fn;
@@ -148,12 +160,14 @@ tern_node_open(tern_node **out, const tern_config *cfg)
 	rc =
 	    session_open(&node->session, &node->cfg, &node->log, instance, window_init, window_max);
 	if (rc != 0) {
+		free(node->acl);
 		free(node);
 		return rc;
 	}
 	if (node->cfg.telemetry_interval_ms > 0 &&
 	    (rc = telemetry_start(&node->telemetry, node->session, &node->cfg)) != 0) {
 		session_close(node->session);
+		free(node->acl);
 		free(node);
 		return rc;
 	}
@@ -205,6 +219,7 @@ tern_node_close(tern_node *node)
 	}
 	telemetry_stop(node->telemetry);
 	session_close(node->session);
+	free(node->acl);
 	free(node);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "acl.h"
 #include "clock.h"
 #include "error.h"
 #include "frames.h"
@@ -25,6 +26,14 @@
 #define DYING_MAX       4
 #define STAMP_EVERY_US  1000 /* a publisher stamps about one message this often */
 
+/* A peer's DENY of a local subscriber or publisher: the I/O thread writes
+ * the reason once, then sets `set` (release); any thread that sees `set`
+ * (acquire) may read the reason, which stays until the owner is freed. */
+struct refusal {
+	atomic_bool set;
+	char *reason;
+};
+
 /* A local subscriber. The I/O thread owns the list; `closing` and the
  * counters are read by any thread. */
 struct sink {
@@ -39,6 +48,7 @@ struct sink {
 	atomic_bool closing; /* publishers stop waiting for room here */
 	_Atomic uint64_t messages, bytes, missed;
 	struct sink *next;
+	struct refusal refusal; /* a peer refused the subscription (acl) */
 };
 
 struct out {
@@ -96,6 +106,7 @@ struct src {
 	uint64_t stamp_last_us;
 	uint32_t stamp_left, stamp_gap, stamp_count;
 	struct src *next;
+	struct refusal refusal; /* local: a peer refused the publisher (acl) */
 };
 
 struct session {
@@ -118,6 +129,8 @@ struct session {
 	uint64_t next_sub_id, next_pub_id;
 	/* totals of closed publishers; messages received */
 	_Atomic uint64_t messages_out, bytes_out, dropped, messages_in, bytes_in;
+	/* messages that arrived on channels the acl refused, dropped */
+	_Atomic uint64_t refused_in;
 };
 
 #define COUNT(var, n)                                                                              \
@@ -313,6 +326,157 @@ spread(struct session *s, const struct interest *i, bool declare, struct conn *e
 
 static void recompute(struct session *s);
 
+/* ---- access control (acl.h): refusals sent and received ---- */
+
+/* Tell the peer its declaration is refused, and log it. */
+static void
+acl_refuse(struct session *s, struct conn *c, int what, struct ctl_str name, uint64_t id,
+           struct ctl_str key)
+{
+	struct ctl_msg d = {.type = CTL_DENY};
+	const char *verb = what == CTL_DENY_SUB ? "subscribe to" : "publish on";
+	char who[2 * CTL_ID_MAX + 32];
+	char reason[CTL_TEXT_MAX];
+	int n;
+
+	if (c->identity[0] != '\0') {
+		snprintf(who, sizeof(who), "%s (identity %s)", c->peer_id, c->identity);
+	} else {
+		snprintf(who, sizeof(who), "%s (no identity)", c->peer_id);
+	}
+	n = snprintf(reason, sizeof(reason), "access denied: %s '%.*s' by %s at %s", verb,
+	             (int)key.len, key.p, who, s->cfg->id);
+	log_line(s->log, TERN_LOG_WARN, "acl: refused to let %s from %s %s '%.*s'", who,
+	         c->endpoint, verb, (int)key.len, key.p);
+	d.u.deny.what = (uint64_t)what;
+	d.u.deny.name = name;
+	d.u.deny.id = id;
+	d.u.deny.key = key;
+	d.u.deny.reason.p = reason;
+	d.u.deny.reason.len = n < 0                        ? 0
+	                      : (size_t)n < sizeof(reason) ? (size_t)n
+	                                                   : sizeof(reason) - 1;
+	conn_send_ctl(c, &d);
+}
+
+/* A refused channel takes what arrives (its credit flows on) and drops it. */
+static bool
+refused_deliver(void *arg, void *from, uint64_t seq, uint64_t stamp, const uint8_t *data,
+                size_t len, uint8_t **heap, bool whole)
+{
+	struct session *s = arg;
+
+	(void)from, (void)seq, (void)stamp, (void)data, (void)len, (void)heap, (void)whole;
+	COUNT(s->refused_in, 1);
+	return true;
+}
+
+static bool
+refused_forward(void *arg, void *from, const struct wire_frame *f, uint64_t seq,
+                const uint8_t *payload)
+{
+	struct session *s = arg;
+
+	(void)from, (void)seq, (void)payload;
+	if (f->flags & WIRE_FLAG_FIRST) {
+		COUNT(s->refused_in, 1);
+	}
+	return true;
+}
+
+static bool
+refused_duplicate(void *arg, uint64_t seq)
+{
+	(void)arg, (void)seq;
+	return false;
+}
+
+static void
+refused_started(void *arg, uint64_t seq)
+{
+	(void)arg, (void)seq;
+}
+
+static bool
+refused_wants_whole(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+static const struct inchan_ops refused_inchan_ops = {.deliver = refused_deliver,
+                                                     .forward = refused_forward,
+                                                     .duplicate = refused_duplicate,
+                                                     .started = refused_started,
+                                                     .wants_whole = refused_wants_whole};
+
+/* The first refusal wins; later ones change nothing. */
+static void
+refusal_set(struct refusal *r, const struct ctl_str *reason)
+{
+	char *copy;
+
+	if (atomic_load_explicit(&r->set, memory_order_relaxed) ||
+	    (copy = strndup(reason->p, reason->len)) == NULL) {
+		return;
+	}
+	r->reason = copy;
+	atomic_store_explicit(&r->set, true, memory_order_release);
+}
+
+static int
+refusal_error(struct refusal *r)
+{
+	if (!atomic_load_explicit(&r->set, memory_order_acquire)) {
+		return 0;
+	}
+	return tern__error(TERN_EACCES, "%s", r->reason);
+}
+
+/*
+ * A peer refused a declaration of ours. A subscription: if it is local, its
+ * subscriber learns it; if this node relayed it, the DENY goes back toward
+ * its origin along the link it was first heard on. A channel: the local
+ * publisher that opened it learns it (a relayed publisher is not told: the
+ * refusing node drops what it sends, and logged it).
+ */
+static int
+on_deny(struct session *s, struct conn *c, const struct ctl_msg *m)
+{
+	const struct ctl_str *reason = &m->u.deny.reason;
+
+	if (m->u.deny.what == CTL_DENY_SUB) {
+		struct interest *i =
+		    route_find(&s->routes, m->u.deny.name.p, m->u.deny.name.len, m->u.deny.id);
+		if (i == NULL) {
+			return 0;
+		}
+		if (i->local != NULL) {
+			struct sink *k = i->local;
+			refusal_set(&k->refusal, reason);
+			subq_fail(&k->q, TERN_EACCES);
+		} else if (i->nfrom > 0 && i->from[0] != c &&
+		           conn_state((struct conn *)i->from[0]) == CONN_READY) {
+			conn_send_ctl(i->from[0], m);
+		}
+		log_line(s->log, TERN_LOG_INFO, "%s refused subscription '%.*s': %.*s", c->peer_id,
+		         (int)m->u.deny.key.len, m->u.deny.key.p, (int)reason->len, reason->p);
+		return 0;
+	}
+	for (struct src *src = s->pubs; src != NULL; src = src->next) {
+		for (int k = 0; k < src->nouts; k++) {
+			if (src->outs[k].conn == c && src->outs[k].oc->id == m->u.deny.id) {
+				refusal_set(&src->refusal, reason);
+				log_line(s->log, TERN_LOG_INFO,
+				         "%s refused publisher on '%s': %.*s", c->peer_id, src->key,
+				         (int)reason->len, reason->p);
+				return 0;
+			}
+		}
+	}
+	return 0;
+}
+
 static int
 on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
@@ -325,6 +489,10 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 	}
 	if (o->len == strlen(s->cfg->id) && memcmp(o->p, s->cfg->id, o->len) == 0) {
 		return 0; /* our own subscription came back around */
+	}
+	if (!acl_allows(s->cfg, c->identity, ACL_SUB, m->u.sub.keyexpr.p, m->u.sub.keyexpr.len)) {
+		acl_refuse(s, c, CTL_DENY_SUB, *o, m->u.sub.sub_id, m->u.sub.keyexpr);
+		return 0; /* never in the table: nothing is forwarded to it for this */
 	}
 	i = route_find(&s->routes, o->p, o->len, m->u.sub.sub_id);
 	if (i != NULL) {
@@ -868,6 +1036,8 @@ src_clear(struct src *src)
 	free(src->publisher);
 	free(src->lat);
 	src->lat = NULL;
+	free(src->refusal.reason);
+	src->refusal.reason = NULL;
 	src->outs = NULL;
 	src->subs = NULL;
 	src->nouts = src->nsubs = 0;
@@ -924,6 +1094,15 @@ on_open(struct session *s, struct conn *c, const struct ctl_msg *m)
 		return tern__error(TERN_EPROTO, "peer opened a channel with a bad key: %s",
 		                   tern_last_error());
 	}
+	if (!acl_allows(s->cfg, c->identity, ACL_PUB, m->u.open.key.p, m->u.open.key.len)) {
+		/* the channel exists (its id is taken) but feeds nothing */
+		if ((rc = conn_open_inchan(c, m->u.open.channel, &refused_inchan_ops, s)) != 0) {
+			return rc;
+		}
+		acl_refuse(s, c, CTL_DENY_OPEN, m->u.open.publisher, m->u.open.channel,
+		           m->u.open.key);
+		return 0;
+	}
 	src = remote_find(s, m);
 	if (src != NULL && (src->key_len != m->u.open.key.len ||
 	                    memcmp(src->key, m->u.open.key.p, src->key_len) != 0)) {
@@ -954,6 +1133,8 @@ on_control(void *arg, struct conn *c, const struct ctl_msg *m)
 		return on_unsub(s, c, m);
 	case CTL_OPEN:
 		return on_open(s, c, m);
+	case CTL_DENY:
+		return on_deny(s, c, m);
 	case CTL_CLOSE: {
 		struct inchan *in = conn_inchan(c, m->u.credit.channel);
 		if (in != NULL) {
@@ -1448,7 +1629,9 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 	}
 	publish_result(src, rc, len);
 	pthread_mutex_unlock(&src->send_lock);
-	return rc;
+	/* a peer that refused this publisher drops what reaches it; everyone
+	 * else got the message (as with TERN_EMSGSIZE from one peer) */
+	return rc == 0 ? refusal_error(&src->refusal) : rc;
 }
 
 /* ---- publishers ---- */
@@ -1613,11 +1796,15 @@ session_pub_close(struct session *s, struct src *src)
 	struct pub_args a = {.session = s, .src = src};
 	uint64_t lost;
 	char key[256];
+	char refused[CTL_TEXT_MAX + 1] = "";
 
 	/* what reliable channels still hold may be in flight on a slow link:
 	 * let the peers consume it before the channels go */
 	wait_drained(s, src, (int)s->cfg->publish_timeout_ms, true);
 	snprintf(key, sizeof(key), "%s", src->key);
+	if (refusal_error(&src->refusal) != 0) {
+		snprintf(refused, sizeof(refused), "%s", src->refusal.reason);
+	}
 	loop_call(s->loop, do_pub_close, &a);
 	lost = atomic_load(&src->undelivered);
 	pthread_mutex_destroy(&src->send_lock);
@@ -1625,6 +1812,9 @@ session_pub_close(struct session *s, struct src *src)
 	pthread_mutex_destroy(&src->wait_lock);
 	pthread_cond_destroy(&src->wait_cond);
 	free(src);
+	if (refused[0] != '\0') {
+		return tern__error(TERN_EACCES, "%s", refused);
+	}
 	if (lost > 0) {
 		return tern__error(TERN_ECLOSED,
 		                   "%llu reliable messages on '%s' were not delivered to every "
@@ -1772,6 +1962,7 @@ session_sub_close(struct session *s, struct sink *k)
 		nanosleep(&ts, NULL);
 	}
 	subq_free(&k->q);
+	free(k->refusal.reason);
 	free(k->keyexpr);
 	free(k);
 }
@@ -1779,10 +1970,19 @@ session_sub_close(struct session *s, struct sink *k)
 int
 session_sub_recv(struct sink *k, tern_msg *msg, int timeout_ms)
 {
+	int rc;
+
 	if (k->fn != NULL) {
 		return tern__error(TERN_EINVAL, "tern_sub_recv on a callback subscriber");
 	}
-	return subq_recv(&k->q, msg, timeout_ms);
+	rc = subq_recv(&k->q, msg, timeout_ms);
+	return rc == TERN_EACCES ? refusal_error(&k->refusal) : rc;
+}
+
+int
+session_sub_status(struct sink *k)
+{
+	return refusal_error(&k->refusal);
 }
 
 void
@@ -1881,11 +2081,12 @@ do_json(void *arg)
 	jtext_str(&a->text, s->cfg->id);
 	jtext_printf(&a->text,
 	             ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
-	             "\"messages_in\":%llu,\"bytes_in\":%llu,\"connections\":[",
+	             "\"messages_in\":%llu,\"bytes_in\":%llu,\"refused_in\":%llu,\"connections\":[",
 	             s->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer",
 	             (unsigned long long)st.messages, (unsigned long long)st.bytes,
 	             (unsigned long long)st.dropped, (unsigned long long)st.messages_in,
-	             (unsigned long long)st.bytes_in);
+	             (unsigned long long)st.bytes_in,
+	             (unsigned long long)atomic_load(&s->refused_in));
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
 		if (conn_state(c) != CONN_READY) {

@@ -66,6 +66,8 @@ int session_sub_open(struct session *s, const char *keyexpr, tern_sub_fn fn, voi
                      struct sink **out);
 void session_sub_close(struct session *s, struct sink *k);
 int session_sub_recv(struct sink *k, tern_msg *msg, int timeout_ms);
+/* 0, or TERN_EACCES once a peer refused the subscription (see tern_sub_status). */
+int session_sub_status(struct sink *k);
 void session_sub_stats(struct sink *k, tern_stats *st);
 
 void session_stats(struct session *s, tern_stats *st);

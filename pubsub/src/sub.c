@@ -53,6 +53,12 @@ tern_sub_close(tern_sub *sub)
 	free(sub);
 }
 
+int
+tern_sub_status(tern_sub *sub)
+{
+	return session_sub_status(sub->sink);
+}
+
 void
 tern_sub_stats(tern_sub *sub, tern_stats *st)
 {

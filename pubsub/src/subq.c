@@ -211,13 +211,16 @@ wait_entry(struct subq *q, int timeout_ms)
 	if (!queue_empty(q)) {
 		return 0;
 	}
+	if (atomic_load(&q->fail) != 0) {
+		return atomic_load(&q->fail);
+	}
 	if (timeout_ms == 0) {
 		return TERN_ETIMEDOUT;
 	}
 	ts = clock_deadline_in(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
 	pthread_mutex_lock(&q->lock);
 	atomic_store(&q->waiting, 1);
-	while (ring_readable(&q->ring) == 0) {
+	while (ring_readable(&q->ring) == 0 && atomic_load(&q->fail) == 0) {
 		int rc = timeout_ms < 0 ? pthread_cond_wait(&q->cond, &q->lock)
 		                        : pthread_cond_timedwait(&q->cond, &q->lock, &ts);
 		if (rc == ETIMEDOUT) {
@@ -226,7 +229,19 @@ wait_entry(struct subq *q, int timeout_ms)
 	}
 	atomic_store(&q->waiting, 0);
 	pthread_mutex_unlock(&q->lock);
-	return ring_readable(&q->ring) > 0 ? 0 : TERN_ETIMEDOUT;
+	if (ring_readable(&q->ring) > 0) {
+		return 0;
+	}
+	return atomic_load(&q->fail) != 0 ? atomic_load(&q->fail) : TERN_ETIMEDOUT;
+}
+
+void
+subq_fail(struct subq *q, int err)
+{
+	pthread_mutex_lock(&q->lock);
+	atomic_store(&q->fail, err);
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
 }
 
 int

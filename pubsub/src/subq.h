@@ -48,6 +48,7 @@ struct subq {
 	size_t consume_next; /* reader: bytes of the entry handed out last */
 	void *heap;          /* reader: the large message handed out last */
 	size_t heap_len;
+	atomic_int fail; /* once set (subq_fail), what recv returns when empty */
 };
 
 /* What an entry says besides its payload. */
@@ -73,8 +74,12 @@ void subq_push(struct subq *q, const struct subq_src *s, uint64_t seq, const uin
 /* After pushing: wake the reader if it waits (q->lock still held). */
 void subq_signal(struct subq *q);
 
+/* No more entries will come: recv returns err (negative) once the queue is
+ * empty, and a waiting reader wakes. Any thread. */
+void subq_fail(struct subq *q, int err);
+
 /* Reader: the next entry, waiting up to timeout_ms (0: no wait, negative:
- * forever). 0 or TERN_ETIMEDOUT. */
+ * forever). 0, TERN_ETIMEDOUT, or the error given to subq_fail. */
 int subq_recv(struct subq *q, tern_msg *msg, int timeout_ms);
 
 #endif

@@ -80,6 +80,10 @@ msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 		return a->u.token == b->u.token;
 	case CTL_GOODBYE:
 		return str_eq(a->u.reason, b->u.reason);
+	case CTL_DENY:
+		return a->u.deny.what == b->u.deny.what && str_eq(a->u.deny.name, b->u.deny.name) &&
+		       a->u.deny.id == b->u.deny.id && str_eq(a->u.deny.key, b->u.deny.key) &&
+		       str_eq(a->u.deny.reason, b->u.deny.reason);
 	case CTL_SYNC:
 		return true;
 	default:
@@ -99,7 +103,16 @@ fuzz_ctl_decode(const uint8_t *p, size_t len, struct ctl_msg *m)
 		FUZZ_CHECK(rc < 0);
 		return rc;
 	}
-	FUZZ_CHECK(m->type >= CTL_HELLO && m->type <= CTL_GOODBYE);
+	FUZZ_CHECK(m->type >= CTL_HELLO && m->type <= CTL_LAST);
+	if (m->type == CTL_DENY) {
+		/* PROTOCOL.md: what is 0 (SUB) or 1 (OPEN); an OPEN's channel is in range */
+		FUZZ_CHECK(m->u.deny.what <= CTL_DENY_OPEN);
+		FUZZ_CHECK(m->u.deny.what == CTL_DENY_SUB ||
+		           (m->u.deny.id >= 1 && m->u.deny.id <= CTL_CHANNEL_MAX));
+		FUZZ_CHECK(m->u.deny.name.len <= CTL_ID_MAX + 24 &&
+		           m->u.deny.key.len <= CTL_TEXT_MAX &&
+		           m->u.deny.reason.len <= CTL_TEXT_MAX);
+	}
 	n = ctl_encode(m, buf, sizeof(buf));
 	FUZZ_CHECK(n > 0 && (size_t)n <= len);
 	FUZZ_CHECK(ctl_decode(buf, (size_t)n, &again) == 0);

@@ -194,6 +194,19 @@ put_open(uint64_t channel, const char *publisher, const char *key)
 }
 
 static void
+put_deny(uint64_t what, const char *name, uint64_t id, const char *key, const char *reason)
+{
+	struct ctl_msg m = {.type = CTL_DENY};
+
+	m.u.deny.what = what;
+	m.u.deny.name = str(name);
+	m.u.deny.id = id;
+	m.u.deny.key = str(key);
+	m.u.deny.reason = str(reason);
+	put_ctl(&m);
+}
+
+static void
 put_goodbye(const char *reason)
 {
 	struct ctl_msg m = {.type = CTL_GOODBYE};
@@ -382,7 +395,7 @@ frames_corrupt(void)
 	                                0xff, 0xff, 0xff, 0xff, 0x02, 0x00};
 	static const uint8_t ctl_arity[] = {0x93, 0x09, 0x01, 0x02}; /* PING, 3 elements */
 	static const uint8_t ctl_type0[] = {0x91, 0x00};             /* no such type */
-	static const uint8_t ctl_type12[] = {0x91, 0x0c};            /* no such type */
+	static const uint8_t ctl_type12[] = {0x91, 0x0c};            /* DENY, no fields */
 	static const uint8_t ctl_not_array[] = {0x82, 0x01, 0x02, 0x03, 0x04}; /* a map */
 	static const uint8_t ctl_negative[] = {0x92, 0x09, 0xff};              /* PING -1 */
 	static const uint8_t ctl_str_token[] = {0x92, 0x09, 0xa1, 'x'};        /* PING "x" */
@@ -521,6 +534,22 @@ conn(void)
 	put_sub(CTL_UNSUB, "fuzz-peer", 1, "fuzz/**");
 	put_goodbye("done");
 	emit("conn", "session");
+	/* the node's acl allows fuzz/ and below only: a SUB and an OPEN it
+	 * refuses, data on the refused channel, then DENYs of the node's own
+	 * declarations (its subscriber 1 is on fuzz/ and below) */
+	conn_start(65536, 65536, 262144, 1000);
+	put_sub(CTL_SUB, "fuzz-peer", 2, "secret/**");
+	put_open(2, "fuzz-peer/2", "secret/x");
+	put_data(2, WIRE_FLAG_SEQ, 1, 10);
+	put_chunk(2, WIRE_FLAG_FIRST, 0, 6000, 3000);
+	put_chunk(2, WIRE_FLAG_LAST, 0, 0, 3000);
+	put_simple(CTL_CLOSE, 2, 0);
+	put_open(2, "fuzz-peer/2", "secret/x");
+	put_deny(CTL_DENY_SUB, "fuzz-node", 1, "fuzz/**", "access denied");
+	put_deny(CTL_DENY_SUB, "nobody", 7, "x", "");
+	put_deny(CTL_DENY_OPEN, "fuzz-node/1", 1, "fuzz/data", "access denied");
+	put_deny(CTL_DENY_OPEN, "x", WIRE_CHANNEL_MAX, "x", "");
+	emit("conn", "acl_refused");
 	/* the HELLOs that once hung the node (2^62+1) or grew it (4 GiB) */
 	conn_start(65536, 65536, (1ull << 62) + 1, 1000);
 	emit("conn", "hello_window_2p62_plus_1");

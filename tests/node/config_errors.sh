@@ -83,6 +83,21 @@ for cmd in "sub k" "pub k --data x"; do
 	cases=$((cases + 1))
 done
 
+# acl: rules are checked whole; a bad expression names the rule, the list and the character
+expect_error acl_not_array '{ "acl": { "peer": "*" } }' 'key "acl": must be an array of rules'
+expect_error acl_rule_not_object '{ "acl": ["*"] }' 'key "acl\[0\]": must be an object'
+expect_error acl_no_peer '{ "acl": [{ "allow_sub": ["a"] }] }' 'key "acl\[0\]": has no "peer"'
+expect_error acl_unknown_key '{ "acl": [{ "peer": "*", "allow_subs": ["a"] }] }' 'key "acl\[0\]\.allow_subs": unknown key .*allow_sub'
+expect_error acl_list_type '{ "acl": [{ "peer": "*", "allow_pub": "a/**" }] }' 'key "acl\[0\]\.allow_pub": must be an array'
+expect_error acl_bad_expr '{ "acl": [{ "peer": "*" }, { "peer": "x", "allow_sub": ["ok", "a/b*/c"] }] }' "acl\[1\]\.allow_sub\[1\] 'a/b\*/c' at character 3: .*whole chunk"
+expect_error acl_empty_chunk '{ "acl": [{ "peer": "*", "allow_pub": ["a//b"] }] }' "acl\[0\]\.allow_pub\[0\] 'a//b' at character 3"
+# unknown peer names are fine, and --check prints the rules
+printf '%s' '{ "acl": [{ "peer": "nobody-has-this-name", "allow_sub": ["sensors/**"] }] }' >"$TMP/acl.json"
+"$TERN" node -c "$TMP/acl.json" --check >"$TMP/acl.out" 2>"$TMP/err" || fail "acl: $(cat "$TMP/err")"
+grep -q '"peer":[[:space:]]*"nobody-has-this-name"' "$TMP/acl.out" || fail "--check does not print the acl: $(cat "$TMP/acl.out")"
+grep -q '"allow_sub":[[:space:]]*\["sensors/\*\*"\]' "$TMP/acl.out" || fail "--check does not print allow_sub"
+cases=$((cases + 1))
+
 # the example config loads, and has every documented key
 "$TERN" node -c "$EXAMPLE" --check >"$TMP/example.out" 2>"$TMP/err" || fail "the example config does not load: $(cat "$TMP/err")"
 for key in id mode listen connect low_latency batching max_bytes max_delay_us reliability \

@@ -66,6 +66,41 @@ test_every_key(void **state)
 }
 
 static void
+test_acl(void **state)
+{
+	const char *text = "{ \"acl\": [\n"
+	                   "  { \"peer\": \"*\", \"allow_sub\": [\"sensors/**\"] },\n"
+	                   "  { \"peer\": \"alice\", \"allow_pub\": [\"a/**\", \"b\"],\n"
+	                   "    \"allow_sub\": [] } ] }";
+	char err[CONFIG_ERR_LEN] = "";
+	node_config nc;
+
+	(void)state;
+	assert_int_equal(parse(&nc, text, err), 0);
+	assert_true(nc.tern.acl_set);
+	assert_int_equal(nc.tern.acl_len, 2);
+	assert_string_equal(nc.tern.acl[0].peer, "*");
+	assert_int_equal(nc.tern.acl[0].allow_pub_len, 0);
+	assert_string_equal(nc.tern.acl[0].allow_sub[0], "sensors/**");
+	assert_string_equal(nc.tern.acl[1].allow_pub[1], "b");
+	assert_int_equal(nc.tern.acl[1].allow_sub_len, 0);
+	config_free(&nc);
+	assert_false(nc.tern.acl_set);
+
+	/* an empty list is an acl that allows nothing */
+	assert_int_equal(parse(&nc, "{ \"acl\": [] }", err), 0);
+	assert_true(nc.tern.acl_set);
+	assert_int_equal(nc.tern.acl_len, 0);
+	config_free(&nc);
+
+	/* a rule half parsed is freed with the rest (the sanitizer build checks) */
+	assert_int_not_equal(
+	    parse(&nc, "{ \"acl\": [{ \"peer\": \"*\", \"allow_sub\": [\"a\", 3] }] }", err), 0);
+	assert_non_null(strstr(err, "acl[0].allow_sub"));
+	config_free(&nc);
+}
+
+static void
 test_defaults_kept(void **state)
 {
 	char err[CONFIG_ERR_LEN] = "";
@@ -196,9 +231,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_every_key),       cmocka_unit_test(test_defaults_kept),
-	    cmocka_unit_test(test_syntax_position), cmocka_unit_test(test_key_errors),
-	    cmocka_unit_test(test_endpoints),       cmocka_unit_test(test_to_json_round_trip),
+	    cmocka_unit_test(test_every_key),          cmocka_unit_test(test_acl),
+	    cmocka_unit_test(test_defaults_kept),      cmocka_unit_test(test_syntax_position),
+	    cmocka_unit_test(test_key_errors),         cmocka_unit_test(test_endpoints),
+	    cmocka_unit_test(test_to_json_round_trip),
 	};
 	return cmocka_run_group_tests_name("node_config", tests, NULL, NULL);
 }

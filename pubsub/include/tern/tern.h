@@ -35,18 +35,19 @@ extern "C" {
 
 enum tern_error {
 	TERN_OK = 0,
-	TERN_EINVAL = -1,     /* a bad argument or configuration value */
-	TERN_ENOMEM = -2,     /* out of memory */
-	TERN_ETIMEDOUT = -3,  /* the deadline passed */
-	TERN_ECLOSED = -4,    /* the node or connection is closed */
-	TERN_EPROTO = -5,     /* the peer broke the wire protocol */
-	TERN_EVERSION = -6,   /* the peer speaks another protocol version */
-	TERN_EMSGSIZE = -7,   /* message larger than max_message_bytes */
-	TERN_EENDPOINT = -8,  /* an endpoint string that does not parse */
-	TERN_EKEY = -9,       /* a key or key expression that does not parse */
-	TERN_ESYS = -10,      /* a system call failed; tern_last_error() says which */
-	TERN_EAGAIN = -11,    /* best effort: the queue was full, the message was dropped */
-	TERN_EADDRINUSE = -12 /* the address to listen on is taken */
+	TERN_EINVAL = -1,      /* a bad argument or configuration value */
+	TERN_ENOMEM = -2,      /* out of memory */
+	TERN_ETIMEDOUT = -3,   /* the deadline passed */
+	TERN_ECLOSED = -4,     /* the node or connection is closed */
+	TERN_EPROTO = -5,      /* the peer broke the wire protocol */
+	TERN_EVERSION = -6,    /* the peer speaks another protocol version */
+	TERN_EMSGSIZE = -7,    /* message larger than max_message_bytes */
+	TERN_EENDPOINT = -8,   /* an endpoint string that does not parse */
+	TERN_EKEY = -9,        /* a key or key expression that does not parse */
+	TERN_ESYS = -10,       /* a system call failed; tern_last_error() says which */
+	TERN_EAGAIN = -11,     /* best effort: the queue was full, the message was dropped */
+	TERN_EADDRINUSE = -12, /* the address to listen on is taken */
+	TERN_EACCES = -13      /* a peer's access rules (acl) refused a subscription or publisher */
 };
 
 /* The name of an error code, e.g. "timed out". Never NULL. */
@@ -64,6 +65,22 @@ enum tern_reliability { TERN_RELIABLE = 0, TERN_BEST_EFFORT = 1 };
 enum tern_log_level { TERN_LOG_ERROR = 0, TERN_LOG_WARN, TERN_LOG_INFO, TERN_LOG_DEBUG };
 
 typedef void (*tern_log_fn)(void *arg, int level, const char *line);
+
+/*
+ * One access rule (docs/CONFIG.md, "acl"): what a peer may declare on its
+ * connections to this node. peer is a proven identity (a TLS certificate's
+ * common name) or "*" (every peer, including one that proved nothing). A
+ * subscription to E is allowed when an allow_sub expression includes E
+ * (matches every key E matches); a publisher on key K when an allow_pub
+ * expression matches K.
+ */
+typedef struct tern_acl_rule {
+	const char *peer;
+	const char *const *allow_pub;
+	size_t allow_pub_len;
+	const char *const *allow_sub;
+	size_t allow_sub_len;
+} tern_acl_rule;
 
 /*
  * Node configuration. Fill it with tern_config_init(), then change fields.
@@ -91,6 +108,13 @@ typedef struct tern_config {
 	int log_level;                  /* enum tern_log_level */
 	tern_log_fn log_fn;             /* NULL: log lines go to stderr */
 	void *log_arg;
+	/* acl: access rules applied to every connection's SUB and OPEN (see
+	 * tern_acl_rule). acl_set false: everything is allowed; true with no
+	 * rules: nothing is. Copied by tern_node_open. Local publishers and
+	 * subscribers of the node are not subject to them. */
+	const tern_acl_rule *acl;
+	size_t acl_len;
+	bool acl_set;
 } tern_config;
 
 /* Fill cfg with the defaults of docs/CONFIG.md. */
@@ -154,6 +178,10 @@ int tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliabil
  * it never blocks: where a reliable publish would wait, the queue grows up
  * to queue.max_bytes instead, and beyond that, or while another thread is
  * publishing on the same pub, it returns TERN_EAGAIN (not sent).
+ * Once a peer has refused the publisher (its acl), tern_publish returns
+ * TERN_EACCES, and so does tern_pub_close; tern_last_error() says which
+ * node refused which key. The message still went to every other
+ * subscriber: the refusing peer drops what reaches it.
  */
 int tern_publish(tern_pub *pub, const void *data, size_t len);
 
@@ -196,11 +224,21 @@ int tern_sub_open(tern_sub **out, tern_node *node, const char *keyexpr, tern_sub
 /*
  * Take the next message (pull subscribers only). Blocks up to timeout_ms
  * (0: do not block; negative: forever). Returns 0, TERN_ETIMEDOUT, or
- * TERN_EINVAL for a callback subscriber. Not for use by two threads at once.
+ * TERN_EINVAL for a callback subscriber. Once a peer has refused the
+ * subscription (its acl), TERN_EACCES after the messages already queued;
+ * tern_last_error() says which node refused what. Not for use by two
+ * threads at once.
  */
 int tern_sub_recv(tern_sub *sub, tern_msg *msg, int timeout_ms);
 
 void tern_sub_close(tern_sub *sub);
+
+/*
+ * 0, or TERN_EACCES once a peer has refused the subscription (for a callback
+ * subscriber, the only way to learn it), with tern_last_error() saying
+ * which node refused what.
+ */
+int tern_sub_status(tern_sub *sub);
 
 /* Counters. All are totals since open. */
 typedef struct tern_stats {
@@ -243,6 +281,15 @@ int tern_keyexpr_check(const char *keyexpr);
 bool tern_keyexpr_match(const char *keyexpr, const char *key);
 /* true if some key could match both expressions */
 bool tern_keyexpr_intersect(const char *a, const char *b);
+/* true if every key b matches, a matches too (a covers b) */
+bool tern_keyexpr_includes(const char *a, const char *b);
+
+/*
+ * Check access rules: 0, or TERN_EINVAL with tern_last_error() naming the
+ * rule, the list and the character of a bad expression ("acl[1].allow_sub[0]
+ * 'a/b*' at character 3: ..."). Unknown peer names are fine.
+ */
+int tern_acl_check(const tern_acl_rule *rules, size_t n);
 
 #ifdef __cplusplus
 }
