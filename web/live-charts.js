@@ -112,7 +112,7 @@ export class LiveCharts {
         tooltip: { callbacks: { title: (items) => (items.length ? clock(items[0].parsed.x) : ''), label: (ctx) => `${ctx.dataset.label}: ${format(ctx.parsed.y)}` } },
       },
     });
-    this.rateChart = new Chart(this.rateCanvas, { type: 'line', data: { datasets: rate }, options: common('messages/s', { beginAtZero: true, ticks: { callback: formatRate } }, (v) => `${formatRate(v)} messages/s`) });
+    this.rateChart = new Chart(this.rateCanvas, { type: 'line', data: { datasets: rate }, options: common('messages/s', { beginAtZero: true, ticks: { callback: (v) => formatRate(v) } }, (v) => `${formatRate(v)} messages/s`) });
     this.latencyChart = new Chart(this.latencyCanvas, { type: 'line', data: { datasets: latency }, options: common('latency (µs, log scale)', { type: 'logarithmic', ticks: { callback: latencyTick } }, formatMicros) });
   }
 }
