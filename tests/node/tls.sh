@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# tls:// endpoints, with certificates made here by scripts/make-certs.
+#   router N      pub -> router -> sub, mutual TLS: N messages once each, in
+#                 order; each side's identity (its certificate's common name)
+#                 in the router's log and in its stats
+#   plain_to_tls  a plain peer on a TLS port   } each refused at once, with
+#   tls_to_plain  a TLS peer on a plain port   } one line on each side that
+#   expired       an expired certificate       } says which; the refused
+#   unknown       a certificate of no known CA } client gives up after its
+#   wrong_ca      the client trusts another CA } --wait, never hangs
+# Usage: tls.sh TERN MAKE_CERTS CASE [N]
+TERN=$1
+MAKE_CERTS=$2
+CASE=$3
+N=${4:-100000}
+. "$(dirname "$0")/lib.sh"
+
+command -v openssl >/dev/null || { echo "SKIP: no openssl command (scripts/setup installs it)"; exit 77; }
+C="$TMP/certs"
+"$MAKE_CERTS" "$C" router pub sub >/dev/null || fail "make-certs failed"
+
+# conf NAME CERT [CA]: a config file NAME.json with CERT's files and CA
+conf() {
+	local ca=${3:-ca}
+	printf '{"tls": {"cert": "%s/%s.pem", "key": "%s/%s.key", "ca": "%s/%s.pem"}}\n' \
+		"$C" "$2" "$C" "$2" "$C" "$ca" >"$TMP/$1.json"
+}
+conf router router
+conf pub pub
+conf sub sub
+
+# refused HOW EXPECT_CLIENT EXPECT_ROUTER pub-args...: the publisher cannot
+# connect; it says EXPECT_CLIENT, the router's log says EXPECT_ROUTER
+refused() {
+	local client_re=$1 router_re=$2
+	shift 2
+	start pub 30 pub t/x --data x --count 1 --wait 3 --id client "$@"
+	finish pub 1
+	grep -Eq -- "$client_re" "$TMP/pub.err" || fail "the client did not say: $client_re"
+	wait_for "$TMP/r.err" "$router_re" 10 || fail "the router did not say: $router_re"
+	echo "ok client: $(grep -E -- "$client_re" "$TMP/pub.err" | head -n 1)"
+	echo "ok router: $(grep -E -- "$router_re" "$TMP/r.err" | head -n 1 | sed 's/^[^ ]* //')"
+	# one line a cause on the client: the dialer's, not one a retry
+	[ "$(grep -c . "$TMP/pub.err")" -le 2 ] || fail "the client logged more than its reason: $(cat "$TMP/pub.err")"
+}
+
+start r 120 node --mode router -c "$TMP/router.json" --id router \
+	--listen tls://127.0.0.1:0 --listen tcp://127.0.0.1:0
+wait_for "$TMP/r.err" 'listening on tcp://' 10 || fail "router did not listen"
+tls_ep=$(grep -Eo 'listening on tls://[^ ]+' "$TMP/r.err" | sed 's/^listening on //')
+tcp_ep=$(grep -Eo 'listening on tcp://[^ ]+' "$TMP/r.err" | sed 's/^listening on //')
+
+case "$CASE" in
+router)
+	seq 1 "$N" >"$TMP/input"
+	expected_lines t/seq "$N" >"$TMP/expected"
+	start sub 100 sub 't/**' -c "$TMP/sub.json" --id sub --connect "$tls_ep"
+	wait_for "$TMP/r.err" "connected from sub .*TLS identity 'sub'" 15 ||
+		fail "the router did not log the subscriber's identity"
+	start_stdin pub 100 "$TMP/input" pub t/seq -c "$TMP/pub.json" --id pub --connect "$tls_ep" --wait 10
+	finish pub 0
+	grep -Eq "^messages=$N " "$TMP/pub.err" || fail "pub summary: $(cat "$TMP/pub.err")"
+	grep -q "connected from pub .*TLS identity 'pub'" "$TMP/r.err" ||
+		fail "the router did not log the publisher's identity"
+	# bounded: fail once the count stops growing for 10 s
+	got=0 last=-1 still=0
+	while :; do
+		got=$(wc -l <"$TMP/sub.out")
+		[ "$got" -lt "$N" ] || break
+		if [ "$got" -eq "$last" ]; then
+			still=$((still + 1))
+			[ "$still" -lt 100 ] || fail "sub got $got of $N messages"
+		else
+			still=0
+			last=$got
+		fi
+		sleep 0.1
+	done
+	# the router's stats name its peers by their certificates
+	kill -USR1 "$(tern_pid r)"
+	wait_for "$TMP/r.err" '"identity":"sub"' 10 || fail "no \"identity\":\"sub\" in the router's stats"
+	stop sub
+	cmp -s "$TMP/expected" "$TMP/sub.out" ||
+		fail "sub: output differs from 1..$N in order ($(cmp "$TMP/expected" "$TMP/sub.out" 2>&1 | head -n 1))"
+	[ "$(summary_field sub missed)" = 0 ] || fail "sub missed $(summary_field sub missed)"
+	echo "ok $N messages over tls:// through the router, once each, in order; identities in log and stats"
+	;;
+plain_to_tls)
+	refused 'speaks TLS \(connect with tls://\)' 'a plain tern peer on a TLS port' \
+		--connect "tcp://${tls_ep#tls://}"
+	;;
+tls_to_plain)
+	refused 'is a plain tern node, not TLS \(connect with tcp://\)' 'a TLS peer on the plain port' \
+		-c "$TMP/pub.json" --connect "tls://${tcp_ep#tcp://}"
+	;;
+expired)
+	"$MAKE_CERTS" --expired "$C" old >/dev/null || fail "make-certs --expired failed"
+	conf old old
+	refused 'alert certificate expired' "refused the peer's certificate: certificate has expired" \
+		-c "$TMP/old.json" --connect "$tls_ep"
+	;;
+unknown)
+	"$MAKE_CERTS" --self-signed "$C" stranger >/dev/null || fail "make-certs --self-signed failed"
+	conf stranger stranger
+	refused 'alert unknown ca' "refused the peer's certificate: self-signed certificate" \
+		-c "$TMP/stranger.json" --connect "$tls_ep"
+	;;
+wrong_ca)
+	"$MAKE_CERTS" --ca other "$C" foreign >/dev/null || fail "make-certs --ca failed"
+	conf foreign foreign other
+	refused "refused the peer's certificate" 'the peer refused the handshake \(tlsv1 alert unknown ca\)' \
+		-c "$TMP/foreign.json" --connect "$tls_ep"
+	;;
+*)
+	fail "unknown case $CASE"
+	;;
+esac
+stop r
+echo "1 passed, 0 failed"
