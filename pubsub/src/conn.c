@@ -35,6 +35,7 @@
  * senders into one) would only gather bigger windows' worth in its sockets.
  */
 #define WINDOW_FLOOR (2u << 20)
+#define PLAIN_PEER   "the peer is a plain tern node, not TLS (connect with tcp://)"
 #define FLOOR_RATE   25
 
 static ssize_t read_some(struct conn *c, bool *more, char *why, size_t whylen);
@@ -568,6 +569,13 @@ tls_step(struct conn *c)
 	}
 	pthread_mutex_unlock(&c->wlock);
 	if (rc == TLS_FAILED) {
+		const uint8_t *first;
+		uint8_t pre[WIRE_PREAMBLE_LEN];
+		wire_preamble_encode(pre);
+		/* the preamble can arrive between our peek and the handshake's read */
+		if (tls_first_bytes(c->tls, &first) >= 4 && memcmp(first, pre, 4) == 0) {
+			snprintf(why, sizeof(why), "%s", PLAIN_PEER);
+		}
 		tls_refuse(c, why);
 		return;
 	}

@@ -33,6 +33,9 @@ struct tls_ctx {
 
 struct tls_conn {
 	SSL *ssl;
+	int fd;
+	uint8_t first[8]; /* the peer's first bytes, as they came */
+	size_t first_len;
 	bool verified;
 	uint8_t *retry; /* the record the socket cut, offered again (TLS_RECORD_MAX) */
 	size_t retry_len;
@@ -46,7 +49,7 @@ static pthread_once_t sock_once = PTHREAD_ONCE_INIT;
 static int
 bio_fd(BIO *b)
 {
-	return (int)(intptr_t)BIO_get_data(b);
+	return ((struct tls_conn *)BIO_get_data(b))->fd;
 }
 
 static int
@@ -70,6 +73,13 @@ bio_read(BIO *b, char *buf, int len)
 	ssize_t n;
 
 	BIO_clear_retry_flags(b);
+	struct tls_conn *s = BIO_get_data(b);
+	if (s->first_len == 0) {
+		/* keep the first bytes: when the handshake fails, they tell a
+		 * plain tern peer from a broken TLS one */
+		n = recv(s->fd, s->first, sizeof(s->first), MSG_PEEK | MSG_DONTWAIT);
+		s->first_len = n > 0 ? (size_t)n : 0;
+	}
 	do {
 		n = recv(bio_fd(b), buf, (size_t)len, MSG_DONTWAIT);
 	} while (n < 0 && errno == EINTR);
@@ -303,7 +313,8 @@ tls_conn_new(struct tls_ctx *t, int fd, bool server)
 		tls_conn_free(s);
 		return NULL;
 	}
-	BIO_set_data(bio, (void *)(intptr_t)fd);
+	s->fd = fd;
+	BIO_set_data(bio, s);
 	SSL_set_bio(s->ssl, bio, bio);
 	if (server) {
 		SSL_set_accept_state(s->ssl);
@@ -377,6 +388,13 @@ tls_peer_name(const struct tls_conn *s, char *out, size_t len)
 		out[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
 	}
 	out[i] = '\0';
+}
+
+size_t
+tls_first_bytes(const struct tls_conn *s, const uint8_t **p)
+{
+	*p = s->first;
+	return s->first_len;
 }
 
 const char *

@@ -67,6 +67,9 @@ int tls_handshake(struct tls_conn *s, bool *want_write, char *why, size_t whylen
  * nothing was checked. */
 bool tls_peer_verified(const struct tls_conn *s);
 void tls_peer_name(const struct tls_conn *s, char *out, size_t len);
+/* The first bytes the peer sent (up to 8, as TLS read them): a failed
+ * handshake may have met something that is not TLS at all. */
+size_t tls_first_bytes(const struct tls_conn *s, const uint8_t **p);
 /* The cipher suite agreed, e.g. "TLS_AES_256_GCM_SHA384". */
 const char *tls_cipher(const struct tls_conn *s);
 
