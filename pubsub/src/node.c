@@ -16,6 +16,7 @@
 #include "node.h"
 #include "session.h"
 #include "telemetry.h"
+#include "tls.h"
 
 struct tern_node {
 	tern_config cfg; /* cfg.id points at id */
@@ -103,6 +104,20 @@ validate_config(const tern_config *cfg)
 		return tern__error(TERN_EINVAL, "keepalive and reconnect delays must be > 0");
 	}
 	return 0;
+}
+
+int
+tern_config_check(const tern_config *cfg)
+{
+	struct tls_ctx *tls = NULL;
+	int rc = validate_config(cfg);
+
+	if (rc == 0 && (cfg->tls_cert != NULL || cfg->tls_key != NULL || cfg->tls_ca != NULL)) {
+		rc = tls_ctx_new(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+		                 cfg->tls_verify_peer);
+		tls_ctx_free(tls);
+	}
+	return rc;
 }
 
 /* A copy of *field, which then points at it (NULL stays NULL). */

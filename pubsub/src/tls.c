@@ -215,6 +215,12 @@ load_files(struct tls_ctx *t, const char *cert, const char *key, const char *ca)
 			return file_error("tls.cert", cert, "not a PEM certificate");
 		}
 		if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1) {
+			if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+				ERR_clear_error();
+				return tern__error(TERN_EINVAL,
+				                   "tls.key '%s': does not match tls.cert '%s'",
+				                   key, cert);
+			}
 			return file_error("tls.key", key, "not a PEM private key");
 		}
 		if (SSL_CTX_check_private_key(t->ctx) != 1) {

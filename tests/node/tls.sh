@@ -8,6 +8,8 @@
 #   expired       an expired certificate       } says which; the refused
 #   unknown       a certificate of no known CA } client gives up after its
 #   wrong_ca      the client trusts another CA } --wait, never hangs
+#   bad_files     a missing, mismatched or non-PEM file is named by
+#                 `tern node --check` and stops a node
 # Usage: tls.sh TERN MAKE_CERTS CASE [N]
 TERN=$1
 MAKE_CERTS=$2
@@ -110,6 +112,28 @@ wrong_ca)
 	conf foreign foreign other
 	refused "refused the peer's certificate" 'the peer refused the handshake \(tlsv1 alert unknown ca\)' \
 		-c "$TMP/foreign.json" --connect "$tls_ep"
+	;;
+bad_files)
+	# every bad TLS setting is named by `tern node --check` and stops a node
+	check() {
+		printf '%s\n' "$1" >"$TMP/bad.json"
+		start chk 20 node -c "$TMP/bad.json" --check
+		finish chk 2
+		grep -Eq -- "$2" "$TMP/chk.err" || fail "--check did not say: $2 ($(cat "$TMP/chk.err"))"
+		start run 20 node -c "$TMP/bad.json" --listen tcp://127.0.0.1:0
+		finish run 2
+		grep -Eq -- "$2" "$TMP/run.err" || fail "the node did not say: $2 ($(cat "$TMP/run.err"))"
+		echo "ok $(head -n 1 "$TMP/chk.err")"
+	}
+	check "{\"tls\": {\"cert\": \"$C/none.pem\", \"key\": \"$C/pub.key\"}}" "tls.cert '$C/none.pem': No such file"
+	check "{\"tls\": {\"cert\": \"$C/pub.pem\", \"key\": \"$C/sub.key\"}}" "tls.key '$C/sub.key': does not match tls.cert"
+	check "{\"tls\": {\"cert\": \"$C/pub.key\", \"key\": \"$C/pub.key\"}}" "tls.cert '$C/pub.key': not a PEM certificate"
+	check "{\"tls\": {\"ca\": \"$C/pub.key\"}}" "tls.ca '$C/pub.key': holds no PEM certificate"
+	# a TLS listener needs a certificate
+	start nocert 20 node --listen tls://127.0.0.1:0
+	finish nocert 2
+	grep -q 'a TLS listener needs tls.cert and tls.key' "$TMP/nocert.err" || fail "no word on the listener's missing certificate: $(cat "$TMP/nocert.err")"
+	echo "ok $(grep -o 'cannot listen.*' "$TMP/nocert.err" | head -n 1)"
 	;;
 *)
 	fail "unknown case $CASE"

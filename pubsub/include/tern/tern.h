@@ -104,6 +104,13 @@ typedef struct tern_config {
 /* Fill cfg with the defaults of docs/CONFIG.md. */
 void tern_config_init(tern_config *cfg);
 
+/*
+ * Check cfg as tern_node_open would, reading its TLS files, without opening
+ * a node. Returns 0 or TERN_EINVAL with a sentence naming the bad value or
+ * file (tern_last_error()). Thread-safe.
+ */
+int tern_config_check(const tern_config *cfg);
+
 typedef struct tern_node tern_node;
 typedef struct tern_pub tern_pub;
 typedef struct tern_sub tern_sub;
