@@ -3,6 +3,8 @@
 #   router N      pub -> router -> sub, mutual TLS: N messages once each, in
 #                 order; each side's identity (its certificate's common name)
 #                 in the router's log and in its stats
+#   router_lowlat N   the same in low-latency mode (publishers write the
+#                 TLS records themselves, beside the I/O thread's reads)
 #   plain_to_tls  a plain peer on a TLS port   } each refused at once, with
 #   tls_to_plain  a TLS peer on a plain port   } one line on each side that
 #   expired       an expired certificate       } says which; the refused
@@ -52,14 +54,16 @@ wait_for "$TMP/r.err" 'listening on tcp://' 10 || fail "router did not listen"
 tls_ep=$(grep -Eo 'listening on tls://[^ ]+' "$TMP/r.err" | sed 's/^listening on //')
 tcp_ep=$(grep -Eo 'listening on tcp://[^ ]+' "$TMP/r.err" | sed 's/^listening on //')
 
+LL=()
+[ "$CASE" = router_lowlat ] && LL=(--low-latency)
 case "$CASE" in
-router)
+router | router_lowlat)
 	seq 1 "$N" >"$TMP/input"
 	expected_lines t/seq "$N" >"$TMP/expected"
-	start sub 100 sub 't/**' -c "$TMP/sub.json" --id sub --connect "$tls_ep"
+	start sub 100 sub 't/**' -c "$TMP/sub.json" --id sub --connect "$tls_ep" "${LL[@]}"
 	wait_for "$TMP/r.err" "connected from sub .*TLS identity 'sub'" 15 ||
 		fail "the router did not log the subscriber's identity"
-	start_stdin pub 100 "$TMP/input" pub t/seq -c "$TMP/pub.json" --id pub --connect "$tls_ep" --wait 10
+	start_stdin pub 100 "$TMP/input" pub t/seq -c "$TMP/pub.json" --id pub --connect "$tls_ep" --wait 10 "${LL[@]}"
 	finish pub 0
 	grep -Eq "^messages=$N " "$TMP/pub.err" || fail "pub summary: $(cat "$TMP/pub.err")"
 	grep -q "connected from pub .*TLS identity 'pub'" "$TMP/r.err" ||
@@ -85,7 +89,7 @@ router)
 	cmp -s "$TMP/expected" "$TMP/sub.out" ||
 		fail "sub: output differs from 1..$N in order ($(cmp "$TMP/expected" "$TMP/sub.out" 2>&1 | head -n 1))"
 	[ "$(summary_field sub missed)" = 0 ] || fail "sub missed $(summary_field sub missed)"
-	echo "ok $N messages over tls:// through the router, once each, in order; identities in log and stats"
+	echo "ok $N messages over tls:// through the router ${LL[*]}, once each, in order; identities in log and stats"
 	;;
 plain_to_tls)
 	refused 'speaks TLS \(connect with tls://\)' 'a plain tern peer on a TLS port' \
