@@ -1275,7 +1275,9 @@ read_some(struct conn *c, bool *more, char *why, size_t whylen)
 	if (c->tls == NULL) {
 		n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
 		if (n < 0) {
-			snprintf(why, whylen, "%s", strerror(errno));
+			int e = errno;
+			snprintf(why, whylen, "%s", strerror(e));
+			errno = e;
 		}
 		return n;
 	}
