@@ -481,6 +481,9 @@ conn_use_tls(struct conn *c)
 	if (c->tls == NULL) {
 		return tern__error(TERN_ENOMEM, "%s: cannot start a TLS session", c->endpoint);
 	}
+	/* the handshake's small flights must not wait for Nagle */
+	int one = 1;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return 0;
 }
 
@@ -1326,7 +1329,9 @@ on_readable(struct conn *c)
 			conn_fail(c, "out of memory");
 			return;
 		}
-		if ((size_t)n < c->rcap / 2 && !more) {
+		/* a TLS read gives one record at a time: go on until the socket
+		 * is empty (the next read says EAGAIN) rather than wait a round */
+		if ((size_t)n < c->rcap / 2 && !more && c->tls == NULL) {
 			return;
 		}
 	}
