@@ -35,8 +35,9 @@
  * senders into one) would only gather bigger windows' worth in its sockets.
  */
 #define WINDOW_FLOOR (2u << 20)
-#define PLAIN_PEER   "the peer is a plain tern node, not TLS (connect with tcp://)"
 #define FLOOR_RATE   25
+
+#define PLAIN_PEER "the peer is a plain tern node, not TLS (connect with tcp://)"
 
 static ssize_t read_some(struct conn *c, bool *more, char *why, size_t whylen);
 
@@ -526,7 +527,8 @@ tls_peek(struct conn *c)
 		return c->outbound ? 1 : 0;
 	}
 	if (n == 0) {
-		tls_refuse(c, "the peer closed the connection before the TLS handshake");
+		/* a probe that connects and leaves is no refusal: not worth a warning */
+		conn_fail(c, "the peer closed the connection before the TLS handshake");
 		return -1;
 	}
 	wire_preamble_encode(pre);
@@ -535,8 +537,7 @@ tls_peek(struct conn *c)
 			return 0;
 		}
 		if (c->outbound) {
-			tls_refuse(c,
-			           "the peer is a plain tern node, not TLS (connect with tcp://)");
+			tls_refuse(c, PLAIN_PEER);
 		} else {
 			uint8_t alert[16];
 			size_t len = tls_refusal_record(alert, sizeof(alert));
