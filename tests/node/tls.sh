@@ -2,7 +2,7 @@
 # tls:// endpoints, with certificates made here by scripts/make-certs.
 #   router N      pub -> router -> sub, mutual TLS: N messages once each, in
 #                 order; each side's identity (its certificate's common name)
-#                 in the router's log and in its stats
+#                 in the router's log, its stats and its telemetry
 #   router_lowlat N   the same in low-latency mode (publishers write the
 #                 TLS records themselves, beside the I/O thread's reads)
 #   plain_to_tls  a plain peer on a TLS port   } each refused at once, with
@@ -82,14 +82,17 @@ router | router_lowlat)
 		fi
 		sleep 0.1
 	done
-	# the router's stats name its peers by their certificates
+	# the router's stats and telemetry name its peers by their certificates
 	kill -USR1 "$(tern_pid r)"
 	wait_for "$TMP/r.err" '"identity":"sub"' 10 || fail "no \"identity\":\"sub\" in the router's stats"
+	start tel 30 sub '@tern/router/stats' -c "$TMP/sub.json" --id tel --connect "$tls_ep" --count 1
+	finish tel 0
+	grep -q '"identity":"sub"' "$TMP/tel.out" || fail "no \"identity\":\"sub\" in the router's telemetry: $(cat "$TMP/tel.out")"
 	stop sub
 	cmp -s "$TMP/expected" "$TMP/sub.out" ||
 		fail "sub: output differs from 1..$N in order ($(cmp "$TMP/expected" "$TMP/sub.out" 2>&1 | head -n 1))"
 	[ "$(summary_field sub missed)" = 0 ] || fail "sub missed $(summary_field sub missed)"
-	echo "ok $N messages over tls:// through the router ${LL[*]}, once each, in order; identities in log and stats"
+	echo "ok $N messages over tls:// through the router ${LL[*]}, once each, in order; identities in log, stats and telemetry"
 	;;
 plain_to_tls)
 	refused 'speaks TLS \(connect with tls://\)' 'a plain tern peer on a TLS port' \
