@@ -10,6 +10,9 @@
 #   expired       an expired certificate       } says which; the refused
 #   unknown       a certificate of no known CA } client gives up after its
 #   wrong_ca      the client trusts another CA } --wait, never hangs
+#   silent        a listener that never answers: the TLS client gives up at
+#                 handshake_timeout_ms; a silent client on a TLS port is
+#                 dropped at the router's
 #   bad_files     a missing, mismatched or non-PEM file is named by
 #                 `tern node --check` and stops a node
 # Usage: tls.sh TERN MAKE_CERTS CASE [N]
@@ -119,6 +122,45 @@ wrong_ca)
 	conf foreign foreign other
 	refused "refused the peer's certificate" 'the peer refused the handshake \(tlsv1 alert unknown ca\)' \
 		-c "$TMP/foreign.json" --connect "$tls_ep"
+	;;
+silent)
+	# a listener that accepts and never answers: the TLS client gives up at
+	# handshake_timeout_ms and retries, never hangs; and a peer that connects
+	# to the TLS port and says nothing is dropped at the same deadline
+	command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
+	python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+held = []
+end = time.time() + 60
+while time.time() < end:
+    s.settimeout(1)
+    try:
+        held.append(s.accept()[0])
+    except OSError:
+        pass
+' >"$TMP/mute.out" &
+	PIDS+=("$!")
+	wait_for "$TMP/mute.out" '^[0-9]+$' 10 || fail "the mute listener did not start"
+	printf '{"handshake_timeout_ms": 500, "tls": {"cert": "%s/pub.pem", "key": "%s/pub.key", "ca": "%s/ca.pem"}}\n' \
+		"$C" "$C" "$C" >"$TMP/hurry.json"
+	start pub 30 pub t/x --data x --count 1 --wait 3 --id client -c "$TMP/hurry.json" \
+		--connect "tls://127.0.0.1:$(head -n 1 "$TMP/mute.out")"
+	finish pub 1
+	grep -q 'no handshake before the deadline' "$TMP/pub.err" || fail "the client did not give up on the silent peer: $(cat "$TMP/pub.err")"
+	echo "ok client: $(head -n 1 "$TMP/pub.err")"
+	stop r
+	start r 60 node --mode router -c "$TMP/router.json" --id router --log debug \
+		--listen tls://127.0.0.1:0 --listen tcp://127.0.0.1:0
+	wait_for "$TMP/r.err" 'listening on tls://' 10 || fail "router did not listen"
+	tls_ep=$(grep -Eo 'listening on tls://[^ ]+' "$TMP/r.err" | sed 's/^listening on //')
+	exec 7<>"/dev/tcp/127.0.0.1/${tls_ep##*:}" || fail "cannot connect to $tls_ep"
+	# the router's deadline is its handshake_timeout_ms (5 s by default)
+	wait_for "$TMP/r.err" "closed: no handshake before the deadline" 20 ||
+		fail "the router kept a silent connection"
+	exec 7>&-
+	echo "ok router: $(grep -o 'connection .*closed: no handshake before the deadline' "$TMP/r.err" | head -n 1)"
 	;;
 bad_files)
 	# every bad TLS setting is named by `tern node --check` and stops a node
