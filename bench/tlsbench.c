@@ -71,6 +71,7 @@ make_ctx(const char *cert, const char *key, char *err, size_t err_len)
 	SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
 	SSL_CTX_set_num_tickets(ctx, 0);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_read_ahead(ctx, 1);
 	if (SSL_CTX_use_certificate_file(ctx, cert, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
 	    SSL_CTX_load_verify_locations(ctx, cert, NULL) != 1) {

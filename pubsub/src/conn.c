@@ -1301,7 +1301,7 @@ on_readable(struct conn *c)
 	bool more = false;
 	char why[200];
 
-	/* more: a TLS record is decrypted but not all read (at most one record) */
+	/* more: TLS holds bytes it read ahead (at most its buffer: bounded) */
 	for (int i = 0; (i < 8 || more) && conn_state(c) != CONN_DEAD; i++) {
 		ssize_t n = read_some(c, &more, why, sizeof(why));
 		if (n == 0) {

@@ -76,8 +76,8 @@ const char *tls_cipher(const struct tls_conn *s);
 /*
  * Read decrypted bytes: > 0 bytes read, 0 the peer closed, -1 nothing now
  * (the socket has no whole record yet), -2 failed (why says so).
- * *more: decrypted bytes are still waiting inside the session (the socket
- * will not say so: read again).
+ * *more: bytes are still waiting inside the session, decrypted or read
+ * ahead from the socket (the socket will not say so: read again).
  */
 ssize_t tls_read(struct tls_conn *s, void *buf, size_t len, bool *more, char *why, size_t whylen);
 
