@@ -9,6 +9,7 @@
 #include "bench.h"
 #include "commands.h"
 #include "matrix.h"
+#include "tlsbench.h"
 #include "record.h"
 #include "runenv.h"
 #include "store.h"
@@ -85,9 +86,40 @@ static const char usage[] =
     "  --out FILE.json      also write the run as JSON\n"
     "  --note TEXT          a note stored with the run\n"
     "  --quick              a small matrix that finishes in well under a minute\n"
+    "  --tls                every connection over TLS 1.3: tern on tls:// endpoints,\n"
+    "                       tcp through OpenSSL with the same settings (a throwaway\n"
+    "                       certificate, mutual verification); zmq and the unix link\n"
+    "                       are left out. Prints the median TLS handshake time\n"
     "  --validate           measure the link emulator itself (rate and round trip of\n"
     "                       each emulated link); fails beyond 5%\n"
     "  --help               this text\n";
+
+/* --tls: only what can speak TLS here (tern's tls:// is TCP; zmq has none) */
+static int
+tls_only(struct bench_config *cfg)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < cfg->nlayers; i++) {
+		if (strcmp(cfg->layers[i]->name, "zmq") != 0) {
+			cfg->layers[n++] = cfg->layers[i];
+		}
+	}
+	cfg->nlayers = n;
+	n = 0;
+	for (size_t i = 0; i < cfg->nlinks; i++) {
+		if (!cfg->links[i].is_unix) {
+			cfg->links[n++] = cfg->links[i];
+		}
+	}
+	cfg->nlinks = n;
+	if (cfg->nlayers == 0 || cfg->nlinks == 0) {
+		fprintf(stderr, "tern bench: --tls runs the tcp and tern layers on TCP links; the "
+		                "options leave none\n");
+		return -1;
+	}
+	return 0;
+}
 
 static void
 add_link(struct bench_config *cfg, const char *name, double mbps, double rtt, bool emulated,
@@ -331,6 +363,7 @@ enum {
 	OPT_OUT,
 	OPT_NOTE,
 	OPT_QUICK,
+	OPT_TLS,
 	OPT_VALIDATE,
 	OPT_HELP
 };
@@ -353,6 +386,7 @@ static const struct option long_opts[] = {
     {"out", required_argument, NULL, OPT_OUT},
     {"note", required_argument, NULL, OPT_NOTE},
     {"quick", no_argument, NULL, OPT_QUICK},
+    {"tls", no_argument, NULL, OPT_TLS},
     {"validate", no_argument, NULL, OPT_VALIDATE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -571,6 +605,9 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 			break;
 		case OPT_QUICK:
 			break;
+		case OPT_TLS:
+			cfg->tls = true;
+			break;
 		case OPT_VALIDATE:
 			cfg->validate = true;
 			break;
@@ -592,7 +629,10 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 		        argv[optind]);
 		return -1;
 	}
-	return select_links(cfg, extra, nextra, links);
+	if (select_links(cfg, extra, nextra, links) != 0) {
+		return -1;
+	}
+	return cfg->tls ? tls_only(cfg) : 0;
 }
 
 static void
@@ -646,6 +686,7 @@ run_matrix(struct bench_run *run)
 	store *db = NULL;
 	int64_t run_id = 0;
 	char err[300];
+	char tls_dir[256];
 	bool any_failed = false;
 	bool db_failed = false;
 	size_t i;
@@ -667,12 +708,28 @@ run_matrix(struct bench_run *run)
 		        strerror(errno));
 		return EXIT_FAILED;
 	}
+	if (run->cfg.tls && tlsbench_make(tls_dir, sizeof(tls_dir), err, sizeof(err)) != 0) {
+		fprintf(stderr, "tern bench: --tls: %s\n", err);
+		return EXIT_FAILED;
+	}
+	if (run->cfg.tls) {
+		run->cfg.tls_dir = tls_dir;
+		for (i = 0; i < run->ncells; i++) {
+			run->cells[i].tls_dir = tls_dir;
+		}
+	}
 	if (store_open(&db, run->cfg.db, err, sizeof(err)) != 0) {
 		fprintf(stderr, "tern bench: %s\n", err);
+		if (run->cfg.tls) {
+			tlsbench_remove(tls_dir);
+		}
 		return EXIT_FAILED;
 	}
 	store_now_iso(run->started_at, sizeof(run->started_at));
 	if (begin_run(db, run, &run_id) != 0) {
+		if (run->cfg.tls) {
+			tlsbench_remove(tls_dir);
+		}
 		store_close(db);
 		return EXIT_FAILED;
 	}
@@ -702,6 +759,11 @@ run_matrix(struct bench_run *run)
 		db_failed = true;
 	}
 	store_close(db);
+	if (run->cfg.tls) {
+		tlsbench_report(stderr);
+		tlsbench_remove(tls_dir);
+		run->cfg.tls_dir = NULL;
+	}
 	report_tables(stdout, run);
 	if (run->cfg.out != NULL && report_json(run, run->cfg.out, err, sizeof(err)) != 0) {
 		fprintf(stderr, "tern bench: %s\n", err);

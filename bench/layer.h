@@ -29,6 +29,10 @@ struct layer_opts {
 	bool lowlat;
 	uint32_t batch_bytes; /* largest write in batched mode; 0: 65536 */
 	uint64_t msg_bytes;   /* the cell's message size, to size queues; 0: unknown */
+	/* --tls: the run's certificate (cert.pem, key.pem) in this folder, and
+	 * TLS 1.3 on every connection (tern: tls:// endpoints; tcp: OpenSSL on
+	 * the socket, tlsbench.h); NULL: plain */
+	const char *tls_dir;
 };
 
 struct layer_ops {

@@ -12,9 +12,15 @@
  * hands it to the callback. Replies in batched mode gather in a per-connection
  * buffer that is written once the frames of the current read are handled;
  * in low-latency mode each reply is one write.
+ *
+ * With --tls (o->tls_dir) every socket carries TLS 1.3 through OpenSSL
+ * (tlsbench.h): each write above becomes one SSL_write of the same bytes
+ * (a low-latency frame is put together first, so it is one record, as a
+ * careful engineer would), and reads go through SSL_read.
  */
 #include "layer.h"
 #include "net.h"
+#include "tlsbench.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -110,7 +116,7 @@ framer_deliver(struct framer *f, layer_msg_fn fn, void *arg, uint32_t conn, char
 
 /* Read what the socket has into f; 1 data, 0 EOF, -1 error, 2 would block. */
 static int
-framer_read(struct framer *f, int fd)
+framer_read(struct framer *f, int fd, struct tlsbench_io *tls, bool block)
 {
 	size_t room;
 	ssize_t n;
@@ -118,6 +124,16 @@ framer_read(struct framer *f, int fd)
 	room = f->cap - f->len;
 	if (room == 0) {
 		return -1;
+	}
+	if (tls != NULL) {
+		n = tlsbench_read(tls, f->buf + f->len, room, block);
+		if (n == -2) {
+			return 2;
+		}
+		if (n > 0) {
+			f->len += (size_t)n;
+		}
+		return n > 0 ? 1 : (int)n;
 	}
 	n = read(fd, f->buf + f->len, room);
 	if (n < 0) {
@@ -139,6 +155,7 @@ framer_read(struct framer *f, int fd)
 /* Buffered frame writer (batched) or one write per frame (lowlat). */
 struct writer {
 	int fd;
+	struct tlsbench_io *tls; /* NULL: plain */
 	bool lowlat;
 	unsigned char *buf;
 	size_t cap;
@@ -152,8 +169,36 @@ writer_init(struct writer *w, int fd, const struct layer_opts *o)
 	w->lowlat = o->lowlat;
 	w->cap = o->batch_bytes ? o->batch_bytes : DEFAULT_BATCH;
 	w->len = 0;
-	w->buf = o->lowlat ? NULL : malloc(w->cap);
-	return (o->lowlat || w->buf != NULL) ? 0 : -1;
+	w->tls = NULL;
+	/* over TLS a low-latency frame is put together, to be one record */
+	w->buf = o->lowlat && o->tls_dir == NULL ? NULL : malloc(w->cap);
+	return (w->buf != NULL || (o->lowlat && o->tls_dir == NULL)) ? 0 : -1;
+}
+
+static int
+write_all(struct writer *w, const void *buf, size_t len)
+{
+	if (w->tls != NULL) {
+		return tlsbench_write_all(w->tls, buf, len);
+	}
+	return net_write_all(w->fd, buf, len);
+}
+
+static int
+writev2(struct writer *w, const void *a, size_t alen, const void *b, size_t blen)
+{
+	if (w->tls == NULL) {
+		return net_writev2(w->fd, a, alen, b, blen);
+	}
+	if (w->buf != NULL && alen + blen <= w->cap) {
+		memcpy(w->buf, a, alen);
+		memcpy(w->buf + alen, b, blen);
+		return tlsbench_write_all(w->tls, w->buf, alen + blen);
+	}
+	if (tlsbench_write_all(w->tls, a, alen) != 0) {
+		return -1;
+	}
+	return tlsbench_write_all(w->tls, b, blen);
 }
 
 static int
@@ -162,7 +207,7 @@ writer_flush(struct writer *w)
 	int rc = 0;
 
 	if (w->len > 0) {
-		rc = net_write_all(w->fd, w->buf, w->len);
+		rc = write_all(w, w->buf, w->len);
 		w->len = 0;
 	}
 	return rc;
@@ -179,7 +224,7 @@ writer_send(struct writer *w, const void *data, size_t len)
 	}
 	put_len(hdr, (uint32_t)len);
 	if (w->lowlat) {
-		return net_writev2(w->fd, hdr, HDR, data, len);
+		return writev2(w, hdr, HDR, data, len);
 	}
 	if (w->len + HDR + len > w->cap) {
 		rc = writer_flush(w);
@@ -187,7 +232,7 @@ writer_send(struct writer *w, const void *data, size_t len)
 			return rc;
 		}
 		if (HDR + len > w->cap) {
-			return net_writev2(w->fd, hdr, HDR, data, len);
+			return writev2(w, hdr, HDR, data, len);
 		}
 	}
 	memcpy(w->buf + w->len, hdr, HDR);
@@ -202,6 +247,8 @@ struct tcp_conn {
 	int fd;
 	struct framer in;
 	struct writer out;
+	struct tlsbench_io tio;
+	bool tls;
 	bool closed;
 };
 
@@ -266,6 +313,20 @@ server_accept(struct tcp_server *s)
 		if (s->opts.lowlat) {
 			net_set_nodelay(fd);
 		}
+		if (s->opts.tls_dir != NULL) {
+			char err[200];
+			/* a blocking handshake: connections open before a cell measures */
+			if (tlsbench_open(&c->tio, fd, true, err, sizeof(err)) != 0) {
+				server_fail(s, err);
+				free(c->in.buf);
+				free(c->out.buf);
+				free(c);
+				close(fd);
+				return;
+			}
+			c->tls = true;
+			c->out.tls = &c->tio;
+		}
 		net_set_nonblock(fd);
 		ev.data.u64 = 2 + s->nconns;
 		epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -293,7 +354,8 @@ server_read(struct tcp_server *s, uint32_t idx)
 	if (c->closed) {
 		return;
 	}
-	rc = framer_read(&c->in, c->fd);
+again:
+	rc = framer_read(&c->in, c->fd, c->tls ? &c->tio : NULL, false);
 	if (rc == 2) {
 		return;
 	}
@@ -314,6 +376,11 @@ server_read(struct tcp_server *s, uint32_t idx)
 	if (writer_flush(&c->out) != 0) {
 		server_fail(s, "tcp server: a reply could not be written");
 		conn_close(s, c);
+		return;
+	}
+	/* TLS may hold decrypted bytes the socket will not announce: drain */
+	if (c->tls) {
+		goto again;
 	}
 }
 
@@ -363,6 +430,7 @@ tcp_server_close(void *srv)
 		pthread_join(s->thread, NULL);
 	}
 	for (i = 0; i < s->nconns; i++) {
+		tlsbench_close(&s->conns[i]->tio);
 		conn_close(s, s->conns[i]);
 		free(s->conns[i]->in.buf);
 		free(s->conns[i]->out.buf);
@@ -448,6 +516,8 @@ tcp_server_error(void *srv)
 struct tcp_client {
 	int fd;
 	struct writer out;
+	struct tlsbench_io tio;
+	bool tls;
 	layer_msg_fn reply_fn;
 	void *arg;
 	pthread_t reader;
@@ -465,7 +535,7 @@ client_reader(void *arg)
 		return NULL;
 	}
 	for (;;) {
-		int rc = framer_read(&in, c->fd);
+		int rc = framer_read(&in, c->fd, c->tls ? &c->tio : NULL, true);
 
 		if (rc <= 0) {
 			break;
@@ -491,6 +561,9 @@ tcp_client_close(void *cli)
 	}
 	if (c->reading) {
 		pthread_join(c->reader, NULL);
+	}
+	if (c->tls) {
+		tlsbench_close(&c->tio);
 	}
 	if (c->fd >= 0) {
 		close(c->fd);
@@ -531,6 +604,14 @@ tcp_client_open(void **out, const struct layer_opts *o, const char *ep, layer_ms
 	 * sent, per connection. Bound it, as tern's flow-control window bounds
 	 * what tern has in flight. */
 	setsockopt(c->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+	if (o->tls_dir != NULL) {
+		if (tlsbench_open(&c->tio, c->fd, false, err, err_len) != 0) {
+			tcp_client_close(c);
+			return -1;
+		}
+		c->tls = true;
+		c->out.tls = &c->tio;
+	}
 	if (reply_fn != NULL) {
 		if (pthread_create(&c->reader, NULL, client_reader, c) != 0) {
 			snprintf(err, err_len, "tcp client: cannot start its reader");

@@ -36,8 +36,23 @@ struct tern_client {
 	void *arg;
 };
 
+/* The run's certificate files, named for tern_config (copied at open). */
+struct tls_paths {
+	char cert[512], key[512];
+};
+
+/* "tcp://H:P" as "tls://H:P" (or back): the cell and its link relay speak
+ * of TCP addresses; tern needs the scheme to know it is TLS. */
 static void
-node_config(tern_config *cfg, const struct layer_opts *o)
+with_scheme(char *out, size_t len, const char *scheme, const char *ep)
+{
+	const char *rest = strstr(ep, "://");
+
+	snprintf(out, len, "%s%s", scheme, rest != NULL ? rest : ep);
+}
+
+static void
+node_config(tern_config *cfg, const struct layer_opts *o, struct tls_paths *tls)
 {
 	tern_config_init(cfg);
 	cfg->low_latency = o->lowlat;
@@ -47,6 +62,13 @@ node_config(tern_config *cfg, const struct layer_opts *o)
 	/* The bytes scenario sends 64 MiB messages; leave room for framing. */
 	if (cfg->max_message_bytes < LAYER_MAX_MESSAGE) {
 		cfg->max_message_bytes = LAYER_MAX_MESSAGE;
+	}
+	if (o->tls_dir != NULL) {
+		snprintf(tls->cert, sizeof(tls->cert), "%s/cert.pem", o->tls_dir);
+		snprintf(tls->key, sizeof(tls->key), "%s/key.pem", o->tls_dir);
+		cfg->tls_cert = tls->cert;
+		cfg->tls_key = tls->key;
+		cfg->tls_ca = tls->cert; /* self-signed: its own authority */
 	}
 	cfg->log_level = TERN_LOG_WARN;
 	/* A publisher stalled this long has failed its cell; do not wait longer. */
@@ -87,6 +109,7 @@ tern_server_open(void **out, const struct layer_opts *o, const char *listen_ep, 
                  void *arg, char *bound, size_t bound_len, char *err, size_t err_len)
 {
 	struct tern_server *s = calloc(1, sizeof(*s));
+	struct tls_paths tls;
 	tern_config cfg;
 	int rc;
 
@@ -97,14 +120,29 @@ tern_server_open(void **out, const struct layer_opts *o, const char *listen_ep, 
 	}
 	s->fn = fn;
 	s->arg = arg;
-	node_config(&cfg, o);
+	node_config(&cfg, o, &tls);
 	cfg.id = "bench-receiver";
+	if (o->tls_dir != NULL && strncmp(listen_ep, "tcp://", 6) != 0) {
+		free(s);
+		snprintf(err, err_len, "tern: TLS needs a TCP link, not %s", listen_ep);
+		return -1;
+	}
 	rc = tern_node_open(&s->node, &cfg);
 	if (rc != 0) {
 		free(s);
 		return fail(err, err_len, "open the receiver node", rc);
 	}
-	rc = tern_node_listen(s->node, listen_ep, bound, bound_len);
+	if (o->tls_dir != NULL) {
+		char tls_ep[300];
+		with_scheme(tls_ep, sizeof(tls_ep), "tls", listen_ep);
+		rc = tern_node_listen(s->node, tls_ep, bound, bound_len);
+		if (rc == 0) {
+			with_scheme(tls_ep, sizeof(tls_ep), "tcp", bound);
+			snprintf(bound, bound_len, "%s", tls_ep);
+		}
+	} else {
+		rc = tern_node_listen(s->node, listen_ep, bound, bound_len);
+	}
 	if (rc == 0) {
 		rc = tern_sub_open(&s->sub, s->node, KEY_UP, server_on_msg, s);
 	}
@@ -169,6 +207,8 @@ tern_client_open(void **out, const struct layer_opts *o, const char *ep, layer_m
                  void *arg, char *err, size_t err_len)
 {
 	struct tern_client *c = calloc(1, sizeof(*c));
+	struct tls_paths tls;
+	char tls_ep[300];
 	tern_config cfg;
 	int rc;
 
@@ -179,7 +219,7 @@ tern_client_open(void **out, const struct layer_opts *o, const char *ep, layer_m
 	}
 	c->fn = reply_fn;
 	c->arg = arg;
-	node_config(&cfg, o);
+	node_config(&cfg, o, &tls);
 	rc = tern_node_open(&c->node, &cfg);
 	if (rc != 0) {
 		free(c);
@@ -188,6 +228,10 @@ tern_client_open(void **out, const struct layer_opts *o, const char *ep, layer_m
 	rc = tern_pub_open(&c->pub, c->node, KEY_UP, TERN_RELIABLE);
 	if (rc == 0 && reply_fn != NULL) {
 		rc = tern_sub_open(&c->sub, c->node, KEY_DOWN, client_on_msg, c);
+	}
+	if (rc == 0 && o->tls_dir != NULL) {
+		with_scheme(tls_ep, sizeof(tls_ep), "tls", ep);
+		ep = tls_ep;
 	}
 	if (rc == 0) {
 		rc = tern_node_connect(c->node, ep);

@@ -169,6 +169,7 @@ build_link(struct bench_run *run, size_t *cap, const struct bench_link *l)
 		memset(&c, 0, sizeof(c));
 		c.kind = cfg->scenarios[s];
 		c.link = l;
+		c.tls_dir = cfg->tls_dir;
 		c.concurrency = 1;
 		c.duration = cfg->duration;
 		switch (c.kind) {
@@ -422,6 +423,7 @@ matrix_config_json(const struct bench_config *cfg)
 	cJSON_AddNumberToObject(o, "repeat", cfg->repeat ? cfg->repeat : 1);
 	cJSON_AddNumberToObject(o, "record_bytes", RECORD_BYTES);
 	cJSON_AddBoolToObject(o, "quick", cfg->quick);
+	cJSON_AddBoolToObject(o, "tls", cfg->tls);
 	s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;

@@ -47,6 +47,8 @@ struct bench_config {
 	const char *note;
 	bool quick;
 	bool validate;
+	bool tls;            /* --tls: every connection over TLS 1.3 (tcp and tern) */
+	const char *tls_dir; /* the run's certificate, while it runs (tlsbench.h) */
 };
 
 struct bench_run {

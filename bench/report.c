@@ -473,6 +473,10 @@ report_tables(FILE *out, const struct bench_run *run)
 	double *spread = NULL;
 	size_t i;
 
+	if (run->cfg.tls) {
+		fprintf(out, "\nEvery connection over TLS 1.3 (tern: tls://, tcp: OpenSSL on the "
+		             "socket)\n");
+	}
 	if (run->cfg.repeat > 1 && merge_repeats(run, &view, &spread) == 0) {
 		fprintf(out,
 		        "\n%u repeats of each cell: medians, and the spread (max - min) of "

@@ -207,6 +207,10 @@ cmd_node(int argc, char **argv)
 	status = cli_build_config(&cc, &nc);
 	if (status == EXIT_OK && check) {
 		status = runtime_apply_defaults(&nc, "node", DEFAULT_LISTEN, NULL);
+		if (status == EXIT_OK && tern_config_check(&nc.tern) != 0) {
+			cli_error("node", "%s", tern_last_error());
+			status = EXIT_USAGE;
+		}
 		if (status == EXIT_OK) {
 			char *text = config_to_json(&nc);
 			if (text == NULL) {

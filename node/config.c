@@ -33,7 +33,9 @@ enum key_kind {
 	KIND_LOG,
 	KIND_LISTEN,
 	KIND_CONNECT,
-	KIND_ACL
+	KIND_ACL,
+	KIND_PATH,  /* a file name, kept by node_config, pointed at by tern_config */
+	KIND_VERIFY /* a bool stored as int (tern_config.tls_verify_peer) */
 };
 
 struct key_spec {
@@ -71,6 +73,11 @@ static const struct key_spec key_specs[] = {
     {"reconnect.max_ms", KIND_U32, FIELD(reconnect_max_ms), 1, 3600000},
     {"telemetry", KIND_OBJECT, 0, 0, 0},
     {"telemetry.interval_ms", KIND_U32, FIELD(telemetry_interval_ms), 0, 3600000},
+    {"tls", KIND_OBJECT, 0, 0, 0},
+    {"tls.cert", KIND_PATH, FIELD(tls_cert), 0, 0},
+    {"tls.key", KIND_PATH, FIELD(tls_key), 0, 0},
+    {"tls.ca", KIND_PATH, FIELD(tls_ca), 0, 0},
+    {"tls.verify_peer", KIND_VERIFY, FIELD(tls_verify_peer), 0, 0},
     {"log", KIND_LOG, 0, 0, 0},
     {"acl", KIND_ACL, 0, 0, 0},
 };
@@ -173,6 +180,42 @@ config_free(node_config *nc)
 	nc->id = NULL;
 	nc->tern.id = NULL;
 	config_acl_free(nc);
+	free(nc->tls_cert);
+	free(nc->tls_key);
+	free(nc->tls_ca);
+	nc->tls_cert = nc->tls_key = nc->tls_ca = NULL;
+	nc->tern.tls_cert = nc->tern.tls_key = nc->tern.tls_ca = NULL;
+}
+
+/* Where the copy of a tls.* file name is kept. */
+static char **
+path_slot(node_config *nc, size_t offset)
+{
+	if (offset == FIELD(tls_cert)) {
+		return &nc->tls_cert;
+	}
+	return offset == FIELD(tls_key) ? &nc->tls_key : &nc->tls_ca;
+}
+
+static int
+path_value(node_config *nc, size_t offset, const char *path, char *err, size_t errlen)
+{
+	char **slot = path_slot(nc, offset);
+	char *copy;
+
+	if (path[0] == '\0' || strlen(path) > CONFIG_MAX_PATH_LEN) {
+		set_err(err, errlen, "must be a file name of 1 to %d bytes", CONFIG_MAX_PATH_LEN);
+		return TERN_EINVAL;
+	}
+	copy = strdup(path);
+	if (copy == NULL) {
+		set_err(err, errlen, "out of memory");
+		return TERN_ENOMEM;
+	}
+	free(*slot);
+	*slot = copy;
+	*(const char **)((char *)&nc->tern + offset) = copy;
+	return 0;
 }
 
 static int
@@ -284,7 +327,7 @@ tcp_check(const char *ep, const char *rest, char *err, size_t errlen)
 int
 config_endpoint_check(const char *ep, char *err, size_t errlen)
 {
-	if (strncmp(ep, "tcp://", 6) == 0) {
+	if (strncmp(ep, "tcp://", 6) == 0 || strncmp(ep, "tls://", 6) == 0) {
 		return tcp_check(ep, ep + 6, err, errlen);
 	}
 	if (strncmp(ep, "unix://", 7) == 0) {
@@ -305,7 +348,8 @@ config_endpoint_check(const char *ep, char *err, size_t errlen)
 		return 0;
 	}
 	set_err(err, errlen,
-	        "endpoint \"%s\": use tcp://HOST:PORT, tcp://[IPV6]:PORT or unix:///absolute/path",
+	        "endpoint \"%s\": use tcp://HOST:PORT, tcp://[IPV6]:PORT, tls://HOST:PORT or "
+	        "unix:///absolute/path",
 	        ep);
 	return TERN_EENDPOINT;
 }
@@ -735,6 +779,20 @@ parse_item(struct parse_ctx *pc, const struct key_spec *spec, const cJSON *item)
 		return endpoints_value(pc, spec->path, item, false);
 	case KIND_ACL:
 		return acl_value(pc, spec->path, item);
+	case KIND_PATH:
+		if (!cJSON_IsString(item)) {
+			return key_err(pc, spec->path, "must be a string (a PEM file name)");
+		}
+		if (path_value(pc->nc, spec->offset, item->valuestring, why, sizeof(why)) != 0) {
+			return key_err(pc, spec->path, "%s", why);
+		}
+		return 0;
+	case KIND_VERIFY:
+		if (!cJSON_IsBool(item)) {
+			return key_err(pc, spec->path, "must be true or false");
+		}
+		tc->tls_verify_peer = cJSON_IsTrue(item) ? 1 : 0;
+		return 0;
 	}
 	return key_err(pc, spec->path, "unsupported");
 }
@@ -855,6 +913,19 @@ config_parse(node_config *nc, const char *text, size_t len, const char *name, ch
 		        name, nc->tern.reconnect_initial_ms, nc->tern.reconnect_max_ms);
 		return TERN_EINVAL;
 	}
+	if (nc->tern.tls_verify_peer == 1 && nc->tern.tls_ca == NULL) {
+		set_err(err, errlen,
+		        "%s: key \"tls.verify_peer\": true needs \"tls.ca\", the authority to "
+		        "check peers against",
+		        name);
+		return TERN_EINVAL;
+	}
+	if ((nc->tern.tls_cert == NULL) != (nc->tern.tls_key == NULL)) {
+		set_err(err, errlen,
+		        "%s: keys \"tls.cert\" and \"tls.key\" go together: %s is missing", name,
+		        nc->tern.tls_cert == NULL ? "tls.cert" : "tls.key");
+		return TERN_EINVAL;
+	}
 	if (nc->tern.telemetry_interval_ms > 0 && nc->tern.telemetry_interval_ms < 10) {
 		set_err(err, errlen,
 		        "%s: key \"telemetry.interval_ms\": %u is below 10 (0 turns telemetry off)",
@@ -936,6 +1007,30 @@ endpoints_json(char **list, size_t count)
 	return arr;
 }
 
+static void
+add_path(cJSON *obj, const char *name, const char *path)
+{
+	if (path != NULL) {
+		cJSON_AddStringToObject(obj, name, path);
+	}
+}
+
+static cJSON *
+tls_json(const tern_config *tc)
+{
+	cJSON *tls = cJSON_CreateObject();
+
+	if (tls == NULL) {
+		return NULL;
+	}
+	add_path(tls, "cert", tc->tls_cert);
+	add_path(tls, "key", tc->tls_key);
+	add_path(tls, "ca", tc->tls_ca);
+	cJSON_AddBoolToObject(tls, "verify_peer",
+	                      tc->tls_verify_peer < 0 ? tc->tls_ca != NULL : tc->tls_verify_peer);
+	return tls;
+}
+
 char *
 config_to_json(const node_config *nc)
 {
@@ -980,6 +1075,7 @@ config_to_json(const node_config *nc)
 	cJSON_AddItemToObject(root, "reconnect", reconnect);
 	cJSON_AddNumberToObject(telemetry, "interval_ms", tc->telemetry_interval_ms);
 	cJSON_AddItemToObject(root, "telemetry", telemetry);
+	cJSON_AddItemToObject(root, "tls", tls_json(tc));
 	cJSON_AddStringToObject(root, "log", config_log_name(tc->log_level));
 	acl_json(root, nc);
 	text = cJSON_Print(root);

@@ -20,6 +20,7 @@
 /* Per list: more endpoints than this is a mistake, not a topology. */
 #define CONFIG_MAX_ENDPOINTS 64
 #define CONFIG_MAX_ID_LEN    128
+#define CONFIG_MAX_PATH_LEN  4096 /* tls.cert, tls.key, tls.ca */
 /* Room for one error sentence. */
 #define CONFIG_ERR_LEN 512
 
@@ -35,6 +36,8 @@ typedef struct node_config {
 	/* acl: the rules tern.acl points at (strings owned here) */
 	tern_acl_rule *acl;
 	size_t acl_count;
+	/* tls.cert, tls.key, tls.ca: the copies tern.tls_* point at */
+	char *tls_cert, *tls_key, *tls_ca;
 } node_config;
 
 /* Defaults: tern_config_init() and no endpoints. */
@@ -58,7 +61,8 @@ int config_parse(node_config *nc, const char *text, size_t len, const char *name
                  size_t errlen);
 
 /*
- * Endpoint syntax: tcp://HOST:PORT, tcp://[IPV6]:PORT, unix:///abs/path.
+ * Endpoint syntax: tcp://HOST:PORT, tcp://[IPV6]:PORT, tls://HOST:PORT,
+ * unix:///abs/path.
  * Returns 0 or TERN_EENDPOINT with the reason in err (may be NULL).
  */
 int config_endpoint_check(const char *ep, char *err, size_t errlen);

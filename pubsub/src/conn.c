@@ -37,6 +37,10 @@
 #define WINDOW_FLOOR (2u << 20)
 #define FLOOR_RATE   25
 
+#define PLAIN_PEER "the peer is a plain tern node, not TLS (connect with tcp://)"
+
+static ssize_t read_some(struct conn *c, bool *more, char *why, size_t whylen);
+
 static void
 conn_epoll(struct conn *c, int op)
 {
@@ -336,6 +340,32 @@ choke(struct conn *c)
 	mark_choked(c);
 }
 
+/* The batch through the TLS session: its records are written from the
+ * gathered segments themselves. False when the flush stops here. */
+static bool
+flush_tls(struct conn *c, struct batch *b, bool *wrote)
+{
+	bool blocked = false;
+	ssize_t n =
+	    tls_writev(c->tls, b->iov, b->n, &blocked, c->write_error, sizeof(c->write_error));
+
+	if (n < 0) {
+		settle(c, b, 0);
+		atomic_store(&c->dead, 1);
+		return false;
+	}
+	if (n > 0) {
+		*wrote = true;
+		count_write(c, (size_t)n);
+	}
+	settle(c, b, (size_t)n);
+	if (blocked || (size_t)n < b->total) {
+		choke(c);
+		return false;
+	}
+	return true;
+}
+
 static bool
 flush_locked(struct conn *c)
 {
@@ -343,7 +373,8 @@ flush_locked(struct conn *c)
 	bool wrote = false;
 	int state = conn_state(c);
 
-	if (state == CONN_DEAD || state == CONN_CONNECTING || atomic_load(&c->dead)) {
+	if (state == CONN_DEAD || state == CONN_CONNECTING || atomic_load(&c->dead) ||
+	    (c->tls != NULL && !c->tls_done)) {
 		return false;
 	}
 	atomic_store(&c->pending, 0);
@@ -357,6 +388,12 @@ flush_locked(struct conn *c)
 		if (b.total == 0) {
 			set_epollout(c, false);
 			return wrote;
+		}
+		if (c->tls != NULL) {
+			if (!flush_tls(c, &b, &wrote)) {
+				return wrote;
+			}
+			continue;
 		}
 		mh.msg_iov = b.iov;
 		mh.msg_iovlen = (size_t)b.n;
@@ -435,12 +472,142 @@ send_hello(struct conn *c)
 	pthread_mutex_unlock(&c->wlock);
 }
 
+int
+conn_use_tls(struct conn *c)
+{
+	if (c->env->tls == NULL) {
+		return tern__error(TERN_EINVAL, "%s: no TLS context", c->endpoint);
+	}
+	c->tls = tls_conn_new(c->env->tls, c->fd, !c->outbound);
+	if (c->tls == NULL) {
+		return tern__error(TERN_ENOMEM, "%s: cannot start a TLS session", c->endpoint);
+	}
+	/* the handshake's small flights must not wait for Nagle */
+	int one = 1;
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return 0;
+}
+
+/* A TLS handshake failed (or never began): say so, once, and close. An
+ * outbound connection's failure is logged by its dialer, once per run of
+ * failures; an inbound one is logged here. */
+static void
+tls_refuse(struct conn *c, const char *why)
+{
+	if (!c->outbound) {
+		log_line(c->env->log, TERN_LOG_WARN, "refusing a connection on %s: %s", c->endpoint,
+		         why);
+	}
+	conn_fail(c, why);
+}
+
+/*
+ * Before the TLS handshake reads anything, look at the peer's first bytes
+ * without taking them: a plain tern peer starts with the preamble (a
+ * listener) or answers with it (a client's listener sends its preamble at
+ * once). Returns 1 when the handshake may go on, 0 to wait for bytes, -1
+ * when the connection was refused.
+ */
+static int
+tls_peek(struct conn *c)
+{
+	uint8_t pre[WIRE_PREAMBLE_LEN], first[WIRE_PREAMBLE_LEN];
+	ssize_t n;
+
+	if (c->tls_peeked) {
+		return 1;
+	}
+	n = recv(c->fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		tls_refuse(c, strerror(errno));
+		return -1;
+	}
+	if (n < 0) {
+		/* a client has to speak first; a server waits for it */
+		return c->outbound ? 1 : 0;
+	}
+	if (n == 0) {
+		/* a probe that connects and leaves is no refusal: not worth a warning */
+		conn_fail(c, "the peer closed the connection before the TLS handshake");
+		return -1;
+	}
+	wire_preamble_encode(pre);
+	if (memcmp(first, pre, (size_t)n < 4 ? (size_t)n : 4) == 0) {
+		if (n < 4) {
+			return 0;
+		}
+		if (c->outbound) {
+			tls_refuse(c, PLAIN_PEER);
+		} else {
+			uint8_t alert[16];
+			size_t len = tls_refusal_record(alert, sizeof(alert));
+			/* the plain peer reads this as "TLS here": see parse() */
+			if (send(c->fd, alert, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+				/* it learns from the closed connection alone */
+			}
+			tls_refuse(c,
+			           "a plain tern peer on a TLS port (it must connect with tls://)");
+		}
+		return -1;
+	}
+	c->tls_peeked = true;
+	return 1;
+}
+
+/* One step of the TLS handshake; when it is over, tern's begins. */
+static void
+tls_step(struct conn *c)
+{
+	char why[200];
+	bool want_write = false;
+	int rc = tls_peek(c);
+
+	if (rc <= 0) {
+		return;
+	}
+	pthread_mutex_lock(&c->wlock);
+	rc = tls_handshake(c->tls, &want_write, why, sizeof(why));
+	if (rc == TLS_DONE) {
+		c->tls_done = true;
+		tls_peer_name(c->tls, c->identity, sizeof(c->identity));
+	}
+	pthread_mutex_unlock(&c->wlock);
+	if (rc == TLS_FAILED) {
+		const uint8_t *first;
+		uint8_t pre[WIRE_PREAMBLE_LEN];
+		wire_preamble_encode(pre);
+		/* the preamble can arrive between our peek and the handshake's read */
+		if (tls_first_bytes(c->tls, &first) >= 4 && memcmp(first, pre, 4) == 0) {
+			snprintf(why, sizeof(why), "%s", PLAIN_PEER);
+		}
+		tls_refuse(c, why);
+		return;
+	}
+	set_epollout(c, want_write);
+	if (rc == TLS_DONE) {
+		log_line(c->env->log, TERN_LOG_DEBUG, "TLS with %s: %s, peer %s", c->endpoint,
+		         tls_cipher(c->tls), c->identity[0] ? c->identity : "not verified");
+		send_hello(c);
+	}
+}
+
+/* The socket is connected: the handshakes begin. */
+static void
+begin(struct conn *c)
+{
+	if (c->tls != NULL) {
+		tls_step(c);
+	} else {
+		send_hello(c);
+	}
+}
+
 void
 conn_start(struct conn *c)
 {
 	conn_epoll(c, EPOLL_CTL_ADD);
 	if (conn_state(c) == CONN_HANDSHAKE) {
-		send_hello(c);
+		begin(c);
 	}
 }
 
@@ -478,6 +645,7 @@ conn_free(struct conn *c)
 	free(c->ins);
 	free(c->dirty);
 	free(c->stalled);
+	tls_conn_free(c->tls);
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
 	free(c->rbuf);
@@ -818,9 +986,13 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	struct ctl_msg ping = {.type = CTL_PING};
 	ping.u.token = clock_us(); /* a first round trip, for flow control */
 	conn_send_ctl(c, &ping);
-	log_line(c->env->log, TERN_LOG_INFO, "connected %s %s (%s), %s mode",
+	log_line(c->env->log, TERN_LOG_INFO, "connected %s %s (%s), %s mode%s%s%s",
 	         c->outbound ? "to" : "from", c->peer_id, c->endpoint,
-	         c->low_latency ? "low-latency" : "batched");
+	         c->low_latency ? "low-latency" : "batched",
+	         c->tls == NULL   ? ""
+	         : c->identity[0] ? ", TLS identity '"
+	                          : ", TLS (peer not verified)",
+	         c->identity, c->tls != NULL && c->identity[0] ? "'" : "");
 	c->ops->ready(c->arg, c);
 }
 
@@ -1011,6 +1183,17 @@ parse(struct conn *c)
 	int rc = 0;
 
 	if (!c->got_preamble) {
+		if (c->tls == NULL && tls_looks_like_record(c->rbuf, c->rlen) == 1) {
+			if (c->outbound) {
+				return tern__error(
+				    TERN_EPROTO, "the peer at %s speaks TLS (connect with tls://)",
+				    c->endpoint);
+			}
+			return tern__error(TERN_EPROTO,
+			                   "a TLS peer on the plain port %s (it must connect with "
+			                   "tcp://, or this node listen with tls://)",
+			                   c->endpoint);
+		}
 		if (c->rlen < WIRE_PREAMBLE_LEN) {
 			return 0;
 		}
@@ -1070,7 +1253,11 @@ grow_rbuf(struct conn *c)
 static void
 refuse(struct conn *c)
 {
-	log_line(c->env->log, TERN_LOG_WARN, "closing %s: %s", c->endpoint, tern_last_error());
+	/* a dialer reports a connection that never got going, once a cause */
+	if (!c->outbound || c->got_hello) {
+		log_line(c->env->log, TERN_LOG_WARN, "closing %s: %s", c->endpoint,
+		         tern_last_error());
+	}
 	if (!c->got_preamble || tern_last_error()[0]) {
 		struct ctl_msg m = {.type = CTL_GOODBYE};
 		m.u.reason.p = tern_last_error();
@@ -1081,11 +1268,43 @@ refuse(struct conn *c)
 	conn_fail(c, tern_last_error());
 }
 
+/* Read into rbuf: > 0 bytes, 0 closed, -1 with errno (why filled in when
+ * it is not EAGAIN or EINTR). *more: TLS holds decrypted bytes that the
+ * socket will not announce. */
+static ssize_t
+read_some(struct conn *c, bool *more, char *why, size_t whylen)
+{
+	ssize_t n;
+
+	*more = false;
+	if (c->tls == NULL) {
+		n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+		if (n < 0) {
+			int e = errno;
+			snprintf(why, whylen, "%s", strerror(e));
+			errno = e;
+		}
+		return n;
+	}
+	pthread_mutex_lock(&c->wlock);
+	n = tls_read(c->tls, c->rbuf + c->rlen, c->rcap - c->rlen, more, why, whylen);
+	pthread_mutex_unlock(&c->wlock);
+	if (n == -2) {
+		errno = EPROTO;
+		return -1;
+	}
+	return n;
+}
+
 static void
 on_readable(struct conn *c)
 {
-	for (int i = 0; i < 8 && conn_state(c) != CONN_DEAD; i++) {
-		ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+	bool more = false;
+	char why[200];
+
+	/* more: TLS holds bytes it read ahead (at most its buffer: bounded) */
+	for (int i = 0; (i < 8 || more) && conn_state(c) != CONN_DEAD; i++) {
+		ssize_t n = read_some(c, &more, why, sizeof(why));
 		if (n == 0) {
 			conn_fail(c, "the peer closed the connection");
 			return;
@@ -1095,7 +1314,7 @@ on_readable(struct conn *c)
 				continue;
 			}
 			if (errno != EAGAIN) {
-				conn_fail(c, strerror(errno));
+				conn_fail(c, why);
 			}
 			return;
 		}
@@ -1112,7 +1331,9 @@ on_readable(struct conn *c)
 			conn_fail(c, "out of memory");
 			return;
 		}
-		if ((size_t)n < c->rcap / 2) {
+		/* a TLS read gives one record at a time: go on until the socket
+		 * is empty (the next read says EAGAIN) rather than wait a round */
+		if ((size_t)n < c->rcap / 2 && !more && c->tls == NULL) {
 			return;
 		}
 	}
@@ -1139,7 +1360,11 @@ conn_on_event(struct conn *c, uint32_t events)
 		}
 		atomic_store(&c->state, CONN_HANDSHAKE);
 		conn_epoll(c, EPOLL_CTL_MOD);
-		send_hello(c);
+		begin(c);
+		return;
+	}
+	if (c->tls != NULL && !c->tls_done) {
+		tls_step(c);
 		return;
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) {
@@ -1163,6 +1388,16 @@ conn_reap_failed_write(struct conn *c)
 	pthread_mutex_lock(&c->wlock);
 	snprintf(why, sizeof(why), "%s", c->write_error[0] ? c->write_error : "write failed");
 	pthread_mutex_unlock(&c->wlock);
+	if (c->tls != NULL && !c->got_hello) {
+		/* a TLS 1.3 server checks our certificate after our side of the
+		 * handshake is over: its alert, waiting to be read, says why it
+		 * hung up, where the write only saw the broken pipe */
+		bool more;
+		char alert[sizeof(c->write_error)];
+		if (read_some(c, &more, alert, sizeof(alert)) < 0 && errno == EPROTO) {
+			snprintf(why, sizeof(why), "%s", alert);
+		}
+	}
 	conn_fail(c, why);
 }
 

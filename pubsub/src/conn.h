@@ -20,6 +20,11 @@
  *  - `state`, `dead`, `pending`, `choked` and the counters are atomic: any
  *    thread reads them.
  * conn_ops run on the I/O thread, with no lock of this module held.
+ *
+ * TLS (tls:// endpoints): the TLS handshake comes first (state
+ * CONN_HANDSHAKE, tls_done false), then tern's own. Every call on the TLS
+ * session, reads included, happens under `wlock`: OpenSSL does not allow a
+ * read and a write on one session from two threads at once.
  */
 #ifndef TERN_CONN_H
 #define TERN_CONN_H
@@ -36,10 +41,12 @@
 #include "inchan.h"
 #include "log.h"
 #include "outchan.h"
+#include "tls.h"
 
 /* What every connection of a node shares: read-only once the node runs. */
 struct conn_env {
 	const tern_config *cfg;
+	struct tls_ctx *tls; /* NULL until a tls:// endpoint needs one */
 	const struct logger *log;
 	int epfd;
 	uint64_t window_init, window_max; /* of the channels we receive on */
@@ -72,6 +79,9 @@ struct conn {
 	 * certificate's common name); empty for a peer that proved nothing,
 	 * which only `*` access rules cover */
 	char identity[CTL_ID_MAX + 1];
+	struct tls_conn *tls;  /* NULL: plain; its calls under wlock */
+	bool tls_done;         /* under wlock: the TLS handshake is over */
+	bool tls_peeked;       /* I/O thread: the peer's first bytes were checked */
 	char reason[256];      /* I/O thread: why it closed */
 	char write_error[160]; /* under wlock: why a write failed (then `dead` is set) */
 	bool low_latency;
@@ -125,6 +135,8 @@ struct conn {
 
 struct conn *conn_new(const struct conn_env *env, int fd, bool outbound, bool connecting,
                       const char *endpoint, const struct conn_ops *ops, void *arg, void *ev_tag);
+/* Speak TLS on this connection (before conn_start; env->tls set). */
+int conn_use_tls(struct conn *c);
 void conn_start(struct conn *c);
 void conn_on_event(struct conn *c, uint32_t events);
 void conn_fail(struct conn *c, const char *why);

@@ -20,6 +20,7 @@ static int
 parse_tcp(const char *s, const char *rest, struct endpoint *ep)
 {
 	const char *colon;
+	const char *scheme = ep->tls ? "tls" : "tcp";
 	size_t hlen;
 	char *end;
 	long port;
@@ -29,8 +30,8 @@ parse_tcp(const char *s, const char *rest, struct endpoint *ep)
 		if (close == NULL || close[1] != ':') {
 			return tern__error(TERN_EENDPOINT,
 			                   "endpoint '%s': an IPv6 address needs the form "
-			                   "tcp://[ADDR]:PORT",
-			                   s);
+			                   "%s://[ADDR]:PORT",
+			                   s, scheme);
 		}
 		hlen = (size_t)(close - rest - 1);
 		memcpy(ep->host, rest + 1, hlen < ENDPOINT_MAX ? hlen : 0);
@@ -69,6 +70,10 @@ endpoint_parse(const char *s, struct endpoint *ep)
 	if (strncmp(s, "tcp://", 6) == 0) {
 		return parse_tcp(s, s + 6, ep);
 	}
+	if (strncmp(s, "tls://", 6) == 0) {
+		ep->tls = 1;
+		return parse_tcp(s, s + 6, ep);
+	}
 	if (strncmp(s, "unix://", 7) == 0) {
 		const char *path = s + 7;
 		if (path[0] != '/') {
@@ -85,7 +90,9 @@ endpoint_parse(const char *s, struct endpoint *ep)
 		return 0;
 	}
 	return tern__error(TERN_EENDPOINT,
-	                   "endpoint '%s': expected tcp://HOST:PORT or unix:///PATH", s);
+	                   "endpoint '%s': expected tcp://HOST:PORT, tls://HOST:PORT or "
+	                   "unix:///PATH",
+	                   s);
 }
 
 static int
@@ -138,12 +145,12 @@ describe(const struct endpoint *ep, int fd, char *out, size_t out_len)
 		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
 		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
 		port = ntohs(a->sin6_port);
-		snprintf(out, out_len, "tcp://[%s]:%d", host, port);
+		snprintf(out, out_len, "%s://[%s]:%d", ep->tls ? "tls" : "tcp", host, port);
 	} else {
 		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
 		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
 		port = ntohs(a->sin_port);
-		snprintf(out, out_len, "tcp://%s:%d", host, port);
+		snprintf(out, out_len, "%s://%s:%d", ep->tls ? "tls" : "tcp", host, port);
 	}
 }
 
@@ -189,8 +196,8 @@ endpoint_listen(const struct endpoint *ep, char *bound, size_t bound_len)
 			return tern__error(code, "cannot listen on unix://%s: %s", ep->host,
 			                   strerror(e));
 		}
-		return tern__error(code, "cannot listen on tcp://%s:%d: %s", ep->host, ep->port,
-		                   strerror(e));
+		return tern__error(code, "cannot listen on %s://%s:%d: %s", ep->tls ? "tls" : "tcp",
+		                   ep->host, ep->port, strerror(e));
 	}
 	if (listen(fd, 1024) < 0) {
 		int e = errno;

@@ -1,7 +1,9 @@
 /*
  * endpoint.h - endpoint strings and the sockets behind them.
  *
- * "tcp://HOST:PORT", "tcp://[IPV6]:PORT" and "unix:///absolute/path".
+ * "tcp://HOST:PORT", "tcp://[IPV6]:PORT", "unix:///absolute/path", and
+ * "tls://HOST:PORT" (TCP carrying TLS: the socket is the same, conn.c adds
+ * the session).
  * Parsing is pure; the socket helpers return non-blocking descriptors and
  * a negative TERN_E... code with a sentence on failure.
  */
@@ -15,6 +17,7 @@
 
 struct endpoint {
 	int unix_domain;
+	int tls;                 /* tls://: TCP with TLS on top */
 	char host[ENDPOINT_MAX]; /* tcp: host or address; unix: path */
 	int port;
 };

@@ -84,6 +84,7 @@ struct dialer {
 struct listener {
 	int kind; /* EV_LISTENER */
 	int fd;
+	bool tls; /* tls://: every connection speaks TLS */
 	char endpoint[ENDPOINT_MAX];
 	char path[ENDPOINT_MAX]; /* unix socket file to remove */
 	struct listener *next;
@@ -284,7 +285,7 @@ static const struct conn_ops peer_ops = {
     .ready = on_ready, .synced = on_synced, .control = on_control};
 
 static struct peer *
-peer_new(struct loop *l, int fd, bool outbound, bool connecting, const char *endpoint)
+peer_new(struct loop *l, int fd, bool outbound, bool connecting, bool tls, const char *endpoint)
 {
 	struct peer *p = calloc(1, sizeof(*p));
 
@@ -295,6 +296,13 @@ peer_new(struct loop *l, int fd, bool outbound, bool connecting, const char *end
 	p->loop = l;
 	p->conn = conn_new(&l->env, fd, outbound, connecting, endpoint, &peer_ops, p, p);
 	if (p->conn == NULL) {
+		free(p);
+		return NULL;
+	}
+	if (tls && conn_use_tls(p->conn) != 0) {
+		log_line(l->log, TERN_LOG_WARN, "%s", tern_last_error());
+		p->conn->fd = -1; /* the caller closes it */
+		conn_free(p->conn);
 		free(p);
 		return NULL;
 	}
@@ -328,7 +336,7 @@ dial(struct loop *l, struct dialer *d, uint64_t now)
 		                    : d->backoff_ms * 2;
 		return;
 	}
-	d->peer = peer_new(l, fd, true, in_progress != 0, d->endpoint);
+	d->peer = peer_new(l, fd, true, in_progress != 0, d->ep.tls != 0, d->endpoint);
 	if (d->peer == NULL) {
 		close(fd);
 		d->next_at_ms = now + d->backoff_ms;
@@ -472,7 +480,7 @@ accept_all(struct loop *l, struct listener *ls)
 			}
 			return;
 		}
-		struct peer *p = peer_new(l, fd, false, false, ls->endpoint);
+		struct peer *p = peer_new(l, fd, false, false, ls->tls, ls->endpoint);
 		if (p == NULL) {
 			close(fd);
 			continue;
@@ -844,6 +852,19 @@ loop_open(struct loop **out, const tern_config *cfg, const struct logger *log, u
 	l->env.epfd = l->epfd;
 	l->env.window_init = window_init;
 	l->env.window_max = window_max;
+	if (cfg->tls_cert != NULL || cfg->tls_key != NULL || cfg->tls_ca != NULL) {
+		/* read the files now: a bad one fails the node's open, named */
+		int rc = tls_ctx_new(&l->env.tls, cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+		                     cfg->tls_verify_peer);
+		if (rc != 0) {
+			close(l->epfd);
+			close(l->wakefd);
+			pthread_mutex_destroy(&l->lock);
+			pthread_cond_destroy(&l->cond);
+			free(l);
+			return rc;
+		}
+	}
 	*out = l;
 	return 0;
 }
@@ -880,6 +901,13 @@ do_listen(void *arg)
 		snprintf(a->err, sizeof(a->err), "%s", tern_last_error());
 		return rc;
 	}
+	if (ep.tls && (l->env.tls == NULL || !tls_ctx_has_cert(l->env.tls))) {
+		snprintf(a->err, sizeof(a->err),
+		         "cannot listen on %s: a TLS listener needs tls.cert and tls.key "
+		         "(docs/CONFIG.md)",
+		         a->endpoint);
+		return TERN_EINVAL;
+	}
 	ls = calloc(1, sizeof(*ls));
 	if (ls == NULL) {
 		return TERN_ENOMEM;
@@ -892,6 +920,7 @@ do_listen(void *arg)
 	}
 	ls->kind = EV_LISTENER;
 	ls->fd = fd;
+	ls->tls = ep.tls != 0;
 	if (ep.unix_domain) {
 		snprintf(ls->path, sizeof(ls->path), "%s", ep.host);
 	}
@@ -931,6 +960,15 @@ do_connect(void *arg)
 	struct loop *l = a->loop;
 	struct dialer *d = a->dialer;
 
+	if (d->ep.tls && l->env.tls == NULL) {
+		/* no TLS settings: encrypt, but neither present nor check a
+		 * certificate */
+		int rc = tls_ctx_new(&l->env.tls, NULL, NULL, NULL, 0);
+		if (rc != 0) {
+			free(d);
+			return rc;
+		}
+	}
 	d->backoff_ms = l->cfg->reconnect_initial_ms;
 	d->next_at_ms = 0;
 	d->next = l->dialers;
@@ -1109,6 +1147,7 @@ loop_close(struct loop *l)
 		l->started = false;
 	}
 	free_all(l);
+	tls_ctx_free(l->env.tls);
 	close(l->epfd);
 	close(l->wakefd);
 	pthread_mutex_destroy(&l->lock);

@@ -17,10 +17,12 @@
 #include "node.h"
 #include "session.h"
 #include "telemetry.h"
+#include "tls.h"
 
 struct tern_node {
 	tern_config cfg; /* cfg.id points at id */
 	char id[CTL_ID_MAX + 1];
+	char *tls_cert, *tls_key, *tls_ca; /* cfg.tls_* point at these */
 	struct logger log;
 	struct session *session;
 	struct telemetry *telemetry; /* NULL: telemetry.interval_ms is 0 */
@@ -44,6 +46,7 @@ tern_config_init(tern_config *cfg)
 	cfg->reconnect_initial_ms = 100;
 	cfg->reconnect_max_ms = 1000;
 	cfg->telemetry_interval_ms = 1000;
+	cfg->tls_verify_peer = -1;
 	cfg->log_level = TERN_LOG_INFO;
 }
 
@@ -95,6 +98,9 @@ validate_config(const tern_config *cfg)
 		return tern__error(TERN_EINVAL,
 		                   "telemetry.interval_ms must be 0 (off) or 10 .. 3600000");
 	}
+	if (cfg->tls_verify_peer < -1 || cfg->tls_verify_peer > 1) {
+		return tern__error(TERN_EINVAL, "tls_verify_peer must be -1 (auto), 0 or 1");
+	}
 	if (cfg->keepalive_ms == 0 || cfg->reconnect_initial_ms == 0 ||
 	    cfg->reconnect_max_ms < cfg->reconnect_initial_ms) {
 		return tern__error(TERN_EINVAL, "keepalive and reconnect delays must be > 0");
@@ -103,6 +109,42 @@ validate_config(const tern_config *cfg)
 		return tern_acl_check(cfg->acl, cfg->acl_len);
 	}
 	return 0;
+}
+
+int
+tern_config_check(const tern_config *cfg)
+{
+	struct tls_ctx *tls = NULL;
+	int rc = validate_config(cfg);
+
+	if (rc == 0 && (cfg->tls_cert != NULL || cfg->tls_key != NULL || cfg->tls_ca != NULL)) {
+		rc = tls_ctx_new(&tls, cfg->tls_cert, cfg->tls_key, cfg->tls_ca,
+		                 cfg->tls_verify_peer);
+		tls_ctx_free(tls);
+	}
+	return rc;
+}
+
+/* A copy of *field, which then points at it (NULL stays NULL). */
+static bool
+copy_str(char **owned, const char **field)
+{
+	if (*field == NULL) {
+		return true;
+	}
+	*owned = strdup(*field);
+	*field = *owned;
+	return *owned != NULL;
+}
+
+static void
+node_free(struct tern_node *node)
+{
+	free(node->tls_cert);
+	free(node->tls_key);
+	free(node->tls_ca);
+	free(node->acl);
+	free(node);
 }
 
 int
@@ -134,9 +176,15 @@ tern_node_open(tern_node **out, const tern_config *cfg)
 		default_id(node->id, sizeof(node->id));
 	}
 	node->cfg.id = node->id;
+	if (!copy_str(&node->tls_cert, &node->cfg.tls_cert) ||
+	    !copy_str(&node->tls_key, &node->cfg.tls_key) ||
+	    !copy_str(&node->tls_ca, &node->cfg.tls_ca)) {
+		node_free(node);
+		return TERN_ENOMEM;
+	}
 	if (cfg->acl_set && cfg->acl_len > 0) {
 		if ((node->acl = acl_copy(cfg->acl, cfg->acl_len)) == NULL) {
-			free(node);
+			node_free(node);
 			return TERN_ENOMEM;
 		}
 		node->cfg.acl = node->acl;
@@ -160,15 +208,13 @@ tern_node_open(tern_node **out, const tern_config *cfg)
 	rc =
 	    session_open(&node->session, &node->cfg, &node->log, instance, window_init, window_max);
 	if (rc != 0) {
-		free(node->acl);
-		free(node);
+		node_free(node);
 		return rc;
 	}
 	if (node->cfg.telemetry_interval_ms > 0 &&
 	    (rc = telemetry_start(&node->telemetry, node->session, &node->cfg)) != 0) {
 		session_close(node->session);
-		free(node->acl);
-		free(node);
+		node_free(node);
 		return rc;
 	}
 	*out = node;
@@ -219,8 +265,7 @@ tern_node_close(tern_node *node)
 	}
 	telemetry_stop(node->telemetry);
 	session_close(node->session);
-	free(node->acl);
-	free(node);
+	node_free(node);
 }
 
 struct session *

@@ -2040,6 +2040,8 @@ conn_json(struct json_args *a, struct conn *c)
 	jtext_str(&a->text, c->peer_id);
 	jtext_printf(&a->text, ",\"endpoint\":");
 	jtext_str(&a->text, c->endpoint);
+	jtext_printf(&a->text, ",\"identity\":");
+	jtext_str(&a->text, c->identity);
 	jtext_printf(&a->text,
 	             ",\"mode\":\"%s\",\"batches\":%llu,\"batch_bytes\":%llu,"
 	             "\"batch_largest\":%llu,\"messages_in\":%llu,\"bytes_in\":%llu,"
@@ -2161,6 +2163,7 @@ do_report(void *arg)
 	     c = loop_next_conn(s->loop, c)) {
 		struct session_conn_report r = {.peer = c->peer_id,
 		                                .endpoint = c->endpoint,
+		                                .identity = c->identity,
 		                                .low_latency = c->low_latency,
 		                                .router = c->peer_router,
 		                                .rtt_us = c->rtt_us,

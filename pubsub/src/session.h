@@ -91,6 +91,7 @@ struct session_key_report {
 struct session_conn_report {
 	const char *peer;
 	const char *endpoint;
+	const char *identity; /* the peer's certificate's common name; "": none proved */
 	bool low_latency;
 	bool router;
 	uint64_t rtt_us;              /* 0: not measured yet */

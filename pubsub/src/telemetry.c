@@ -194,6 +194,8 @@ on_conn(void *arg, const struct session_conn_report *c)
 	jtext_str(&t->text, c->peer);
 	jtext_printf(&t->text, ",\"endpoint\":");
 	jtext_str(&t->text, c->endpoint);
+	jtext_printf(&t->text, ",\"identity\":");
+	jtext_str(&t->text, c->identity);
 	jtext_printf(&t->text, ",\"mode\":\"%s\",\"peer_mode\":\"%s\",",
 	             c->low_latency ? "low-latency" : "batched", c->router ? "router" : "peer");
 	if (c->rtt_us > 0) {

@@ -649,6 +649,36 @@ handshake(void)
 	emit("handshake", "hello_truncated");
 }
 
+/* what a tls:// client may read before its handshake is over: see fuzz_tls.c */
+static void
+tls(void)
+{
+	/* a record header: type, legacy version, length */
+	static const uint8_t server_hello[] = {0x16, 0x03, 0x03, 0x00, 0x7a, 0x02,
+	                                       0x00, 0x00, 0x76, 0x03, 0x03};
+	static const uint8_t alert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28};
+	static const uint8_t huge[] = {0x16, 0x03, 0x03, 0xff, 0xff};
+	static const uint8_t sslv2[] = {0x80, 0x2e, 0x01, 0x03, 0x01};
+
+	put_preamble();
+	put_hello("plain", 0, false, 65536);
+	emit("tls", "plain_tern_node");
+	put(server_hello, sizeof(server_hello));
+	put_fill(40);
+	emit("tls", "server_hello_truncated");
+	put(alert, sizeof(alert));
+	emit("tls", "alert_handshake_failure");
+	put(huge, sizeof(huge));
+	put_fill(64);
+	emit("tls", "record_too_long");
+	put(sslv2, sizeof(sslv2));
+	emit("tls", "sslv2_header");
+	put_byte(0x16);
+	emit("tls", "one_byte");
+	put("HTTP/1.1 400 Bad Request\r\n\r\n", 28);
+	emit("tls", "http");
+}
+
 /* reasm ops: see fuzz_reasm.c */
 static void
 op(int channel, int flags, uint64_t total, uint64_t len, uint64_t body)
@@ -869,6 +899,7 @@ main(int argc, char **argv)
 	frames_lengths();
 	frames_corrupt();
 	handshake();
+	tls();
 	conn();
 	reasm();
 	keyexpr();

@@ -105,8 +105,16 @@ typedef struct tern_config {
 	uint32_t reconnect_max_ms;      /* retry delay cap (exponential backoff) */
 	uint32_t telemetry_interval_ms; /* telemetry.interval_ms: publish @tern/ID/stats this often
 	                                   (0: never) */
-	int log_level;                  /* enum tern_log_level */
-	tern_log_fn log_fn;             /* NULL: log lines go to stderr */
+	/* TLS, for tls:// endpoints (docs/CONFIG.md): PEM file paths, NULL for
+	 * none; the files are read by tern_node_open, which names a bad one. */
+	const char *tls_cert; /* tls.cert: this node's certificate (a chain may follow) */
+	const char *tls_key;  /* tls.key: its private key */
+	const char *tls_ca;   /* tls.ca: the authority that signs peers' certificates */
+	int tls_verify_peer;  /* tls.verify_peer: 1 check every peer's certificate against
+	                         tls_ca (a listener demands one: mutual TLS), 0 check none,
+	                         -1 (default) 1 when tls_ca is set */
+	int log_level;        /* enum tern_log_level */
+	tern_log_fn log_fn;   /* NULL: log lines go to stderr */
 	void *log_arg;
 	/* acl: access rules applied to every connection's SUB and OPEN (see
 	 * tern_acl_rule). acl_set false: everything is allowed; true with no
@@ -120,21 +128,31 @@ typedef struct tern_config {
 /* Fill cfg with the defaults of docs/CONFIG.md. */
 void tern_config_init(tern_config *cfg);
 
+/*
+ * Check cfg as tern_node_open would, reading its TLS files, without opening
+ * a node. Returns 0 or TERN_EINVAL with a sentence naming the bad value or
+ * file (tern_last_error()). Thread-safe.
+ */
+int tern_config_check(const tern_config *cfg);
+
 typedef struct tern_node tern_node;
 typedef struct tern_pub tern_pub;
 typedef struct tern_sub tern_sub;
 
 /*
  * Open a node and start its I/O thread. The config is copied (strings too).
- * On success *out owns the node. Errors: TERN_EINVAL, TERN_ENOMEM, TERN_ESYS.
+ * On success *out owns the node. Errors: TERN_EINVAL (a bad value, or a TLS
+ * file that cannot be read or does not fit: the message names it),
+ * TERN_ENOMEM, TERN_ESYS.
  */
 int tern_node_open(tern_node **out, const tern_config *cfg);
 
 /*
- * Listen on an endpoint: "tcp://HOST:PORT", "tcp://[IPV6]:PORT" or
- * "unix:///absolute/path". With port 0 the system picks one; the endpoint
- * actually bound is written to bound (if not NULL). Errors: TERN_EENDPOINT,
- * TERN_EADDRINUSE, TERN_ESYS.
+ * Listen on an endpoint: "tcp://HOST:PORT", "tcp://[IPV6]:PORT",
+ * "tls://HOST:PORT" or "unix:///absolute/path". With port 0 the system picks
+ * one; the endpoint actually bound is written to bound (if not NULL).
+ * tls:// needs tls_cert and tls_key. Errors: TERN_EENDPOINT,
+ * TERN_EADDRINUSE, TERN_ESYS, TERN_EINVAL (tls:// without a certificate).
  */
 int tern_node_listen(tern_node *node, const char *endpoint, char *bound, size_t bound_len);
 
