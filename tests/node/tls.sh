@@ -13,6 +13,9 @@
 #   silent        a listener that never answers: the TLS client gives up at
 #                 handshake_timeout_ms; a silent client on a TLS port is
 #                 dropped at the router's
+#   acl_identity  an access rule names a certificate's common name: `sub`
+#                 may read secret/**, the same subscription made with pub's
+#                 certificate is refused (whatever --id it claims)
 #   bad_files     a missing, mismatched or non-PEM file is named by
 #                 `tern node --check` and stops a node
 # Usage: tls.sh TERN MAKE_CERTS CASE [N]
@@ -35,6 +38,12 @@ conf() {
 conf router router
 conf pub pub
 conf sub sub
+if [ "$CASE" = acl_identity ]; then
+	printf '{"tls": {"cert": "%s/router.pem", "key": "%s/router.key", "ca": "%s/ca.pem"},
+ "acl": [{"peer": "sub", "allow_sub": ["secret/**"]},
+         {"peer": "*", "allow_pub": ["**"], "allow_sub": ["sensors/**"]}]}\n' \
+		"$C" "$C" "$C" >"$TMP/router.json"
+fi
 
 # refused HOW EXPECT_CLIENT EXPECT_ROUTER pub-args...: the publisher cannot
 # connect; it says EXPECT_CLIENT, the router's log says EXPECT_ROUTER
@@ -161,6 +170,27 @@ while time.time() < end:
 		fail "the router kept a silent connection"
 	exec 7>&-
 	echo "ok router: $(grep -o 'connection .*closed: no handshake before the deadline' "$TMP/r.err" | head -n 1)"
+	;;
+acl_identity)
+	# pub's certificate, claiming the id `sub`: refused, by its proven name
+	start spy 30 sub 'secret/**' -c "$TMP/pub.json" --id sub --connect "$tls_ep" --timeout 20
+	finish spy 1
+	grep -q "access denied: subscribe to 'secret/\*\*' by sub (identity pub) at router" "$TMP/spy.err" ||
+		fail "the impostor was not refused: $(cat "$TMP/spy.err")"
+	echo "ok $(grep -o 'access denied.*' "$TMP/spy.err" | head -n 1)"
+	# sub's certificate: allowed; publish until its first message arrives
+	start reader 60 sub 'secret/**' -c "$TMP/sub.json" --id reader --connect "$tls_ep" --count 1 --timeout 40
+	wait_for "$TMP/r.err" "connected from reader .*TLS identity 'sub'" 15 ||
+		fail "the router did not log the reader's identity"
+	for _ in $(seq 1 40); do
+		[ -s "$TMP/reader.out" ] && break
+		timeout -k 5 30 "$TERN" pub secret/x --data classified --count 1 --wait 5 -c "$TMP/pub.json" \
+			--connect "$tls_ep" 2>>"$TMP/pubs.err" || fail "tern pub: $(tail -n 3 "$TMP/pubs.err")"
+		sleep 0.25
+	done
+	finish reader 0
+	grep -q 'classified' "$TMP/reader.out" || fail "the reader got nothing: $(cat "$TMP/reader.err")"
+	echo "ok the identity the rule names reads secret/**"
 	;;
 bad_files)
 	# every bad TLS setting is named by `tern node --check` and stops a node
