@@ -135,6 +135,11 @@ reply_trend(struct dash_store *st, const cJSON *req)
 		return error_reply("trend", "%s",
 		                   "\"records_per_msg\" must be an integer, 0 or more");
 	}
+	cell.keys = 1;
+	if (cJSON_GetObjectItemCaseSensitive(req, "keys") != NULL &&
+	    !get_int(req, "keys", 1, INT32_MAX, &cell.keys)) {
+		return error_reply("trend", "%s", "\"keys\" must be an integer, 1 or more");
+	}
 	cJSON *points = dash_store_trend(st, &cell, err, sizeof(err));
 	if (points == NULL) {
 		return error_reply("trend", "%s", err);
@@ -152,6 +157,7 @@ reply_trend(struct dash_store *st, const cJSON *req)
 	cJSON_AddStringToObject(key, "layer", cell.layer);
 	cJSON_AddStringToObject(key, "mode", cell.mode);
 	cJSON_AddNumberToObject(key, "records_per_msg", (double)cell.records_per_msg);
+	cJSON_AddNumberToObject(key, "keys", (double)cell.keys);
 	cJSON_AddStringToObject(msg, "type", "trend");
 	cJSON_AddItemToObject(msg, "cell", key);
 	cJSON_AddItemToObject(msg, "points", points);

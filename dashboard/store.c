@@ -46,6 +46,7 @@ struct dash_store {
 	int64_t data_version;
 	bool has_status; /* schema 2: runs.status, results.failed */
 	bool has_pid;    /* schema 3: runs.pid, the bench's process on runs.host */
+	bool has_keys;   /* schema 4: results.keys (tern bench --keys) */
 	char host[256];  /* this machine's name, as the bench records it */
 	struct run_snapshot *runs;
 	size_t nruns;
@@ -265,6 +266,7 @@ inspect_schema(struct dash_store *st)
 	}
 	st->has_status =
 	    has_column(st->db, "runs", "status") && has_column(st->db, "results", "failed");
+	st->has_keys = has_column(st->db, "results", "keys");
 	st->has_pid = st->has_status && has_column(st->db, "runs", "pid") &&
 	              has_column(st->db, "runs", "host") &&
 	              sqlite3_create_function(st->db, "tern_run_status", 3, SQLITE_UTF8, st,
@@ -608,14 +610,17 @@ dash_store_trend(struct dash_store *st, const struct dash_store_cell *cell, char
 	if (!queryable(st, err, errlen)) {
 		return NULL;
 	}
-	char sql[768];
+	if (!st->has_keys && cell->keys != 1) {
+		return cJSON_CreateArray(); /* every row of an older schema is one key */
+	}
+	char sql[896];
 	snprintf(sql, sizeof(sql),
 	         "SELECT %s, r.started_at AS run_started_at, r.note AS run_note, "
 	         "r.tern_version AS run_tern_version, r.host AS run_host, %s AS run_status "
 	         "FROM results x JOIN runs r ON r.id = x.run_id WHERE x.scenario = ?1 AND "
-	         "x.link = ?2 AND x.layer = ?3 AND x.mode = ?4 AND x.records_per_msg = ?5 "
+	         "x.link = ?2 AND x.layer = ?3 AND x.mode = ?4 AND x.records_per_msg = ?5 %s"
 	         "ORDER BY x.run_id, x.id LIMIT 10000",
-	         result_columns(st), status_expr(st));
+	         result_columns(st), status_expr(st), st->has_keys ? "AND x.keys = ?6 " : "");
 	sqlite3_stmt *stmt = prepare(st->db, sql, err, errlen);
 	if (stmt == NULL) {
 		return NULL;
@@ -625,6 +630,9 @@ dash_store_trend(struct dash_store *st, const struct dash_store_cell *cell, char
 	sqlite3_bind_text(stmt, 3, cell->layer, -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 4, cell->mode, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(stmt, 5, cell->records_per_msg);
+	if (st->has_keys) {
+		sqlite3_bind_int64(stmt, 6, cell->keys);
+	}
 	cJSON *points = rows_to_array(st->db, stmt, err, errlen);
 	sqlite3_finalize(stmt);
 	return points;

@@ -35,6 +35,7 @@ struct dash_store_cell {
 	const char *layer;
 	const char *mode;
 	int64_t records_per_msg;
+	int64_t keys; /* stream over this many keys (tern bench --keys); 1 before schema 4 */
 };
 
 struct dash_store;

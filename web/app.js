@@ -187,7 +187,7 @@ function selectRun(id, byUser) {
 }
 
 function pickCell(result) {
-  navigate({ view: 'trend', cell: { scenario: 'stream', link: result.link, layer: result.layer, mode: result.mode, records_per_msg: result.records_per_msg } });
+  navigate({ view: 'trend', cell: { scenario: 'stream', link: result.link, layer: result.layer, mode: result.mode, records_per_msg: result.records_per_msg, keys: result.keys ?? 1 } });
 }
 
 connection.onStatus((status) => {

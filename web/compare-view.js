@@ -21,7 +21,7 @@ function cellSize(c) {
   if (c.scenario === 'fanin') {
     return `${c.concurrency} conns${c.batch_bytes ? ` ${formatSize(c.batch_bytes)}` : ''}`;
   }
-  return `${c.records_per_msg} rec/msg${c.rate ? ` @ ${formatRate(c.rate)}/s` : ''}`;
+  return `${c.records_per_msg} rec/msg${c.keys > 1 ? ` over ${c.keys} keys` : ''}${c.rate ? ` @ ${formatRate(c.rate)}/s` : ''}`;
 }
 
 // "3.76 M ±2.1%" (mean and relative standard deviation, as the command prints it).

@@ -340,11 +340,11 @@ export class LinkPanel {
   // stream cells with their latency, as a small table.
   renderOthers() {
     clear(this.others);
-    const cells = this.results.filter((r) => (r.scenario !== 'stream' || r.rate > 0) && !r.failed);
+    const cells = this.results.filter((r) => (r.scenario !== 'stream' || r.rate > 0 || r.keys > 1) && !r.failed);
     if (cells.length === 0) {
       return;
     }
-    const size = (r) => (r.scenario === 'bytes' ? formatSize(r.payload_bytes) : `${r.records_per_msg} rec/msg${r.rate > 0 ? ` @ ${formatRate(r.rate)}/s` : ''}`);
+    const size = (r) => (r.scenario === 'bytes' ? formatSize(r.payload_bytes) : `${r.records_per_msg} rec/msg${r.keys > 1 ? ` over ${r.keys} keys` : ''}${r.rate > 0 ? ` @ ${formatRate(r.rate)}/s` : ''}`);
     const micros = (v) => (typeof v === 'number' ? v.toFixed(0) : '–');
     const body = cells.map((r) =>
       el(
@@ -375,7 +375,7 @@ export class LinkPanel {
   renderTable() {
     clear(this.table);
     const rows = this.results
-      .filter((r) => r.scenario === 'stream' && !(r.rate > 0))
+      .filter((r) => r.scenario === 'stream' && !(r.rate > 0) && !(r.keys > 1))
       .sort((a, b) => a.layer.localeCompare(b.layer) || a.mode.localeCompare(b.mode) || a.records_per_msg - b.records_per_msg)
       .map((r) =>
         el(

@@ -5,7 +5,9 @@
 // repeats over the median of tcp's, on one diverging colour scale centred at
 // 1.0 (blue above, red below, white at parity, full colour at 2× and 0.5×).
 // Beside it, tern's share of the link where the link has a bandwidth, and
-// zmq/tcp when the run measured zmq. A stream cell opens its trend.
+// zmq/tcp when the run measured zmq. A stream cell opens its trend. A run
+// with `tern bench --keys` gets a matrix by number of keys too: the stream
+// cells over many keys beside the one-key cells of the same size.
 
 import { el, clear, formatPercent, formatRate, formatSize } from './dom.js';
 import { reduceCells } from './cells.js';
@@ -14,7 +16,7 @@ const MODES = [
   ['batched', 'batched'],
   ['lowlat', 'low latency'],
 ];
-const SCENARIOS = ['stream', 'bytes', 'pingpong', 'fanin'];
+const SCENARIOS = ['stream', 'keys', 'bytes', 'pingpong', 'fanin'];
 // The full colour of each side, reached at 2× and 0.5×.
 const ABOVE = [31, 111, 209];
 const BELOW = [192, 57, 43];
@@ -24,8 +26,17 @@ export function metricOf(cell) {
   return cell.scenario === 'bytes' ? 'bytes_per_s' : 'records_per_s';
 }
 
-// What a column of a scenario's matrix is, and its heading.
-function columnOf(c) {
+// Which matrix a cell belongs in: a stream over several keys goes to 'keys'.
+function matrixOf(c) {
+  return c.scenario === 'stream' && c.keys > 1 ? 'keys' : c.scenario;
+}
+
+// What a column of a matrix is, and its heading.
+function columnOf(c, matrix = matrixOf(c)) {
+  if (matrix === 'keys') {
+    const keys = c.keys ?? 1;
+    return { key: keys * 1e7 + c.records_per_msg, label: `${keys} key${keys === 1 ? '' : 's'}, ${c.records_per_msg} rec/msg` };
+  }
   switch (c.scenario) {
     case 'bytes':
       return { key: c.payload_bytes, label: formatSize(c.payload_bytes) };
@@ -38,7 +49,7 @@ function columnOf(c) {
   }
 }
 
-const AXIS = { stream: 'records per message', bytes: 'message size', pingpong: 'requests in flight', fanin: 'connections' };
+const AXIS = { stream: 'records per message', keys: 'keys (and records per message)', bytes: 'message size', pingpong: 'requests in flight', fanin: 'connections' };
 
 // What pairs a tern cell with its tcp cell: the cell without its layer.
 function pairKey(c) {
@@ -46,10 +57,13 @@ function pairKey(c) {
 }
 
 // Every ratio of a run's rows: [{scenario, link, mode, column, layer, ratio, cell, base}],
-// for each layer other than tcp that has a tcp cell to divide by. Open-loop
-// cells (--rate) and failed cells have no ratio.
+// for each layer other than tcp that has a tcp cell to divide by; scenario is
+// the matrix ('keys' for a stream over several keys, whose one-key cells of
+// the same size show there as well). Open-loop cells (--rate) and failed
+// cells have no ratio.
 export function ratios(rows) {
   const cells = reduceCells(rows).filter((c) => !c.failed && !(c.rate > 0) && SCENARIOS.includes(c.scenario));
+  const keyed = new Set(cells.filter((c) => matrixOf(c) === 'keys').map((c) => c.records_per_msg));
   const tcp = new Map(cells.filter((c) => c.layer === 'tcp').map((c) => [pairKey(c), c]));
   const out = [];
   for (const c of cells) {
@@ -58,7 +72,11 @@ export function ratios(rows) {
     if (!base || !(base[metric] > 0) || typeof c[metric] !== 'number') {
       continue;
     }
-    out.push({ scenario: c.scenario, link: c.link, mode: c.mode, column: columnOf(c), layer: c.layer, ratio: c[metric] / base[metric], cell: c, base });
+    const ratio = c[metric] / base[metric];
+    out.push({ scenario: matrixOf(c), link: c.link, mode: c.mode, column: columnOf(c), layer: c.layer, ratio, cell: c, base });
+    if (c.scenario === 'stream' && !(c.keys > 1) && keyed.has(c.records_per_msg)) {
+      out.push({ scenario: 'keys', link: c.link, mode: c.mode, column: columnOf(c, 'keys'), layer: c.layer, ratio, cell: c, base });
+    }
   }
   return out;
 }
@@ -156,12 +174,12 @@ export class RatioView {
       const tern = here.find((r) => r.layer === 'tern' && r.mode === mode);
       const line = el('div', { class: 'ratio-line' });
       if (tern) {
-        line.append(this.figure(tern, mode === 'batched' ? 'b' : 'll', label, scenario === 'stream'));
+        line.append(this.figure(tern, mode === 'batched' ? 'b' : 'll', label, scenario === 'stream' || scenario === 'keys'));
       }
       for (const layer of others) {
         const other = here.find((r) => r.layer === layer && r.mode === mode);
         if (other) {
-          line.append(this.figure(other, layer, label, scenario === 'stream'));
+          line.append(this.figure(other, layer, label, scenario === 'stream' || scenario === 'keys'));
         }
       }
       if (line.childNodes.length > 0) {
@@ -183,7 +201,7 @@ export class RatioView {
     const attrs = {
       class: `ratio${dark ? ' dark' : ''}${r.layer === 'tern' ? '' : ' other'}`,
       title,
-      dataset: { layer: r.layer, mode: r.mode, ratio: String(r.ratio), link: r.link, records: String(r.cell.records_per_msg) },
+      dataset: { layer: r.layer, mode: r.mode, ratio: String(r.ratio), link: r.link, records: String(r.cell.records_per_msg), keys: String(r.cell.keys ?? 1) },
     };
     const content = [el('span', { class: 'tag', text: tag }), ` ${formatRatio(r.ratio)}`];
     const node = pickable

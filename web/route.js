@@ -4,6 +4,7 @@
 //
 //   #run=N                           run N
 //   #trend=LINK,LAYER,MODE,RECORDS   the trend of a stream cell
+//   #trend=LINK,LAYER,MODE,RECORDS,KEYS   of a stream over KEYS keys (tern bench --keys)
 //   #compare=A,B                     run A (the baseline) against run B
 //   #live                            the Live view
 //
@@ -34,9 +35,9 @@ export function parseRoute(hash) {
   if (name === 'run' && parts.length === 1 && POSITIVE.test(parts[0])) {
     return { view: 'run', run: Number(parts[0]) };
   }
-  if (name === 'trend' && parts.length === 4 && parts.slice(0, 3).every((p) => p.length > 0) && COUNT.test(parts[3])) {
-    const [link, layer, mode, records] = parts;
-    return { view: 'trend', cell: { scenario: 'stream', link, layer, mode, records_per_msg: Number(records) } };
+  if (name === 'trend' && (parts.length === 4 || (parts.length === 5 && POSITIVE.test(parts[4]))) && parts.slice(0, 3).every((p) => p.length > 0) && COUNT.test(parts[3])) {
+    const [link, layer, mode, records, keys] = parts;
+    return { view: 'trend', cell: { scenario: 'stream', link, layer, mode, records_per_msg: Number(records), keys: keys === undefined ? 1 : Number(keys) } };
   }
   if (name === 'compare' && parts.length === 2 && parts.every((p) => POSITIVE.test(p))) {
     return { view: 'compare', a: Number(parts[0]), b: Number(parts[1]) };
@@ -57,7 +58,11 @@ export function formatRoute(route) {
       return `#run=${route.run}`;
     case 'trend': {
       const c = route.cell;
-      return `#trend=${[c.link, c.layer, c.mode, String(c.records_per_msg)].map(encodeURIComponent).join(',')}`;
+      const parts = [c.link, c.layer, c.mode, String(c.records_per_msg)];
+      if (c.keys > 1) {
+        parts.push(String(c.keys));
+      }
+      return `#trend=${parts.map(encodeURIComponent).join(',')}`;
     }
     case 'compare':
       return `#compare=${route.a},${route.b}`;

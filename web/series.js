@@ -43,5 +43,5 @@ export function seriesStyle(series) {
 // against records per message. An open-loop cell (--rate) sends at a set
 // rate, so its records/s says nothing: it is listed with its latency instead.
 export function chartable(cell) {
-  return cell.scenario === 'stream' && !cell.failed && !(cell.rate > 0);
+  return cell.scenario === 'stream' && !cell.failed && !(cell.rate > 0) && !(cell.keys > 1);
 }

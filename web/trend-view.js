@@ -89,7 +89,7 @@ export class TrendView {
     // Set by the page: what "show" does (it puts the cell in the URL first).
     this.onShow = (cell) => this.request(cell);
     this.form = el('form', { class: 'picker', onsubmit: (event) => { event.preventDefault(); this.onShow(this.formCell()); } });
-    for (const name of ['link', 'layer', 'mode', 'records_per_msg']) {
+    for (const name of ['link', 'layer', 'mode', 'records_per_msg', 'keys']) {
       const select = el('select', { name, 'aria-label': name });
       this.selects[name] = select;
       this.form.append(el('label', {}, name.replace(/_/g, ' '), select));
@@ -114,7 +114,7 @@ export class TrendView {
 
   // Fills the pickers with the cells of the selected run.
   setCells(cells) {
-    const values = (key) => [...new Set(cells.map((c) => c[key]))].sort((a, b) => (typeof a === 'number' ? a - b : String(a).localeCompare(String(b))));
+    const values = (key) => [...new Set(cells.map((c) => (key === 'keys' ? c.keys ?? 1 : c[key])))].sort((a, b) => (typeof a === 'number' ? a - b : String(a).localeCompare(String(b))));
     for (const [name, select] of Object.entries(this.selects)) {
       const current = this.cell ? String(this.cell[name]) : select.value;
       clear(select);
@@ -134,6 +134,7 @@ export class TrendView {
       layer: this.selects.layer.value,
       mode: this.selects.mode.value,
       records_per_msg: Number(this.selects.records_per_msg.value),
+      keys: Number(this.selects.keys.value) || 1,
     };
   }
 
@@ -143,13 +144,14 @@ export class TrendView {
 
   matches(result) {
     const c = this.cell;
-    return c && result.scenario === c.scenario && result.link === c.link && result.layer === c.layer && result.mode === c.mode && result.records_per_msg === c.records_per_msg;
+    return c && result.scenario === c.scenario && result.link === c.link && result.layer === c.layer && result.mode === c.mode && result.records_per_msg === c.records_per_msg && (result.keys ?? 1) === (c.keys ?? 1);
   }
 
   async request(cell) {
     if (!TrendView.valid(cell)) {
       return;
     }
+    cell = { ...cell, keys: cell.keys ?? 1 };
     this.cell = cell;
     for (const name of Object.keys(this.selects)) {
       const select = this.selects[name];
@@ -158,7 +160,7 @@ export class TrendView {
       }
       select.value = String(cell[name]);
     }
-    this.title.textContent = `Trend: ${cell.link}, ${cell.layer} ${cell.mode}, ${cell.records_per_msg} records per message`;
+    this.title.textContent = `Trend: ${cell.link}, ${cell.layer} ${cell.mode}, ${cell.records_per_msg} records per message${cell.keys > 1 ? `, over ${cell.keys} keys` : ''}`;
     let reply;
     try {
       reply = await this.connection.request({ type: 'trend', ...cell });
@@ -175,7 +177,7 @@ export class TrendView {
     }
     this.render(reply.points || []);
     // Which cell the chart and table show now (the title changes at the request).
-    this.container.dataset.shown = `${cell.link} ${cell.layer} ${cell.mode} ${cell.records_per_msg}`;
+    this.container.dataset.shown = `${cell.link} ${cell.layer} ${cell.mode} ${cell.records_per_msg}${cell.keys > 1 ? ` ${cell.keys}` : ''}`;
   }
 
   // The lines to draw: one, or one per host; each with its runs (oldest

@@ -202,11 +202,53 @@ function ratioSummary() {
     layer: b.dataset.layer,
     mode: b.dataset.mode,
     records: Number(b.dataset.records),
+    keys: Number(b.dataset.keys),
     ratio: Number(b.dataset.ratio),
     text: b.textContent,
     background: getComputedStyle(b).backgroundColor,
     shares: [...document.querySelectorAll('.ratio-matrix tr')].filter((tr) => tr.querySelector('.link-share')).map((tr) => tr.dataset.link),
   }));
+}
+
+// A run over 1, 100 and 10,000 keys (tern bench --keys): the keys matrix
+// holds tern/tcp at each number of keys, the one-key cell among them and
+// alone in the stream matrix; a figure opens the trend of its number of keys.
+async function checkKeys(page, db) {
+  const loopback = LINKS[0];
+  const rows = [insertRun({ id: 9, started_at: '2026-12-09T10:00:00Z', finished_at: '2026-12-09T10:01:00Z', status: 'finished', note: 'keys', links: [loopback] })];
+  const expected = new Map();
+  for (const keys of [1, 100, 10000]) {
+    const tern = 2e6 / (1 + Math.log10(keys) * 0.1);
+    const tcp = 2.2e6;
+    expected.set(keys, tern / tcp);
+    rows.push(insertResult({ ...resultRow(9, loopback, 'tern', 'batched', 16, 90 + keys), records_per_s: tern, keys }));
+    rows.push(insertResult({ ...resultRow(9, loopback, 'tcp', 'batched', 16, 91 + keys), records_per_s: tcp, keys }));
+  }
+  runSqlite(db, ['BEGIN;', ...rows, 'COMMIT;'].join('\n'));
+  await page.goto(`${page.url().replace(/#.*$/, '')}#run=9`);
+  const shown = await waitFor('the keys matrix of run #9', async () => {
+    const r = await page.evaluate(ratioSummary);
+    return r.some((x) => x.scenario === 'keys') ? r : null;
+  });
+  const stream = shown.filter((x) => x.scenario === 'stream');
+  check(stream.length === 1 && stream[0].keys === 1, `the stream matrix holds the one-key cell only: ${JSON.stringify(stream)}`);
+  for (const [keys, ratio] of expected) {
+    const f = shown.find((x) => x.scenario === 'keys' && x.keys === keys && x.layer === 'tern' && x.mode === 'batched');
+    check(f && Math.abs(f.ratio - ratio) < 1e-9 * ratio, `tern/tcp over ${keys} keys: ${f && f.ratio}, expected ${ratio}`);
+  }
+  const headings = await page.evaluate(() => [...document.querySelectorAll('.ratio-matrix[data-scenario="keys"] thead th')].map((th) => th.textContent));
+  check(headings.join('|') === 'link|1 key, 16 rec/msg|100 keys, 16 rec/msg|10000 keys, 16 rec/msg', `the keys matrix's columns: ${headings}`);
+  await page.screenshot({ path: join(OUT_DIR, 'dashboard-keys-fixture.png'), clip: { x: 0, y: 0, width: 1400, height: 700 } });
+  await page.click('.ratio-matrix[data-scenario="keys"] button.ratio[data-layer="tern"][data-keys="10000"]');
+  await waitFor('the trend over 10000 keys', async () => {
+    const v = await page.evaluate(viewSummary);
+    return v.visible.join() === 'trend' && v.trend === 'loopback tern batched 16 10000' && v.hash === '#trend=loopback,tern,batched,16,10000';
+  });
+  const points = await waitFor('one point, the run over 10000 keys', async () => {
+    const a = await page.evaluate(trendAxis);
+    return a.figures.length === 1 ? a.figures : null;
+  });
+  check(points.length === 1, `the trend over 10000 keys has run #9 only: ${points}`);
 }
 
 // Which view shows, and what it shows.
@@ -544,6 +586,8 @@ async function fixtureMode(browser, problems) {
   await checkSteadyTrend(page, db);
   step('a run whose bench was killed is interrupted');
   await checkInterrupted(page, db);
+  step('a run over many keys: the keys matrix, and a trend per number of keys');
+  await checkKeys(page, db);
   await page.close();
   await dashboard.stopCleanly();
 

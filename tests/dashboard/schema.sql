@@ -50,7 +50,8 @@ CREATE TABLE results (
   cpu_s_per_gb    REAL,
   spread          REAL,
   repeat          INTEGER NOT NULL DEFAULT 0,
-  rate            REAL
+  rate            REAL,
+  keys            INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX results_run ON results(run_id);
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
