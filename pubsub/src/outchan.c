@@ -31,10 +31,9 @@ outchan_new(struct outchan **out, const struct outchan_params *p)
 	if (oc == NULL) {
 		return TERN_ENOMEM;
 	}
-	if (ring_init(&oc->ring, p->ring_min) != 0) {
-		free(oc);
-		return TERN_ENOMEM;
-	}
+	/* the ring is allocated by the first message (see outchan_has_room): a
+	 * declared key that carries nothing costs no buffer */
+	oc->ring_min = p->ring_min;
 	oc->id = p->id;
 	oc->retain = p->reliable;
 	oc->frame_max = p->frame_max > 0 ? p->frame_max : 1;
@@ -74,9 +73,53 @@ framed_len(const struct outchan *oc, size_t len)
 }
 
 bool
-outchan_has_room(struct outchan *oc, size_t len)
+outchan_has_space(struct outchan *oc, size_t len)
 {
 	return ring_has_space(&oc->ring, framed_len(oc, len));
+}
+
+/*
+ * A ring starts empty and doubles, from RING_CAP_FIRST, to the size it
+ * needs up to ring_min: its first buffer whatever the budget (a channel
+ * must be able to carry a message), the later ones within it. Many keys
+ * with a message or two in flight each then hold a few hundred bytes, not
+ * ring_min each.
+ */
+static bool
+grow_to_min(struct outchan *oc, size_t need)
+{
+	size_t used = ring_used(&oc->ring), cap = oc->ring.cap ? oc->ring.cap : RING_CAP_FIRST, old;
+	int rc;
+
+	if (oc->ring.cap >= oc->ring_min) {
+		return false;
+	}
+	while (cap < used + need) {
+		cap *= 2;
+	}
+	if (cap > oc->ring_min && oc->ring.cap > 0) {
+		return false; /* beyond ring_min: grow()'s rules */
+	}
+	if (oc->ring.cap > 0 &&
+	    atomic_load(&oc->budget->used) + (cap - oc->ring.cap) > oc->budget->max) {
+		return false;
+	}
+	pthread_mutex_lock(oc->flush_lock);
+	old = oc->ring.cap;
+	rc = ring_grow(&oc->ring, cap);
+	pthread_mutex_unlock(oc->flush_lock);
+	if (rc != 0) {
+		return false;
+	}
+	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
+	return true;
+}
+
+bool
+outchan_has_room(struct outchan *oc, size_t len)
+{
+	return ring_has_space(&oc->ring, framed_len(oc, len)) ||
+	       grow_to_min(oc, framed_len(oc, len));
 }
 
 /*
@@ -95,6 +138,9 @@ grow(struct outchan *oc, size_t need, bool for_window)
 
 	if (!oc->retain) {
 		return false; /* best effort drops rather than queues */
+	}
+	if (cap == 0) {
+		cap = RING_CAP_FIRST;
 	}
 	while (cap < used + need) {
 		if (cap > oc->budget->max) {

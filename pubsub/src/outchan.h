@@ -85,8 +85,9 @@ struct outchan {
 	const struct outchan_ops *ops;
 	void *arg, *owner;
 	const char *label;
+	size_t ring_min;
 
-	struct ring ring;
+	struct ring ring;         /* empty (cap 0) until the first message */
 	_Atomic int64_t credit;   /* bytes the receiver still accepts */
 	atomic_int broken;        /* enum outchan_broken */
 	atomic_bool detached;     /* no longer routed: the session closes it */
@@ -123,8 +124,12 @@ outchan_unsent(struct outchan *oc)
 
 /* ---- producer ---- */
 
-/* Room for a message of len bytes as it would be framed here. */
+/* Room for a message of len bytes as it would be framed here, the ring
+ * grown for it while it is smaller than ring_min (takes flush_lock). */
 bool outchan_has_room(struct outchan *oc, size_t len);
+/* The same without growing: for a caller that holds a lock that comes
+ * after flush_lock. */
+bool outchan_has_space(struct outchan *oc, size_t len);
 /* Room, or the ring grown for it where the queue may grow: the window
  * outgrew the ring, or the peer is stalled (see outchan.c); force: grow
  * within the budget whatever the peer does (a producer that cannot wait). */

@@ -1274,7 +1274,7 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 		/* a stalled peer is queued for after a while: look again */
 		ts = clock_deadline_in(WAIT_RECHECK_MS);
 		pthread_mutex_lock(&src->wait_lock);
-		if (!outchan_has_room(oc, len)) {
+		if (!outchan_has_space(oc, len)) {
 			pthread_cond_timedwait(&src->wait_cond, &src->wait_lock, &ts);
 		}
 		pthread_mutex_unlock(&src->wait_lock);
@@ -1352,7 +1352,7 @@ peer_away_full(struct src *src, size_t len)
 	for (int k = 0; k < src->nouts; k++) {
 		struct outchan *oc = src->outs[k].oc;
 		if (oc->retain && atomic_load(&oc->broken) == OUTCHAN_LOST &&
-		    !outchan_has_room(oc, len)) {
+		    !outchan_has_space(oc, len)) {
 			return true;
 		}
 	}
