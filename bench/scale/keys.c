@@ -74,7 +74,7 @@ node_open(const char *id)
 
 	tern_config_init(&cfg);
 	cfg.id = id;
-	cfg.log_level = TERN_LOG_WARN;
+	cfg.log_level = TERN_LOG_ERROR;
 	if (tern_node_open(&n, &cfg) != 0) {
 		die("open a node");
 	}
@@ -191,7 +191,7 @@ stream_one(long keys, double seconds, size_t size, double ref)
 		return 0;
 	}
 	if ((pid = fork()) == 0) {
-		subscriber(pfd[1], rfd[1], 2.0);
+		subscriber(pfd[1], rfd[1], 5.0);
 	}
 	if (read(pfd[0], bound, sizeof(bound) - 1) <= 0) {
 		fprintf(stderr, "tern-scale: the subscriber did not start\n");

@@ -33,6 +33,7 @@
 
 #include "control.h"
 #include "endpoint.h"
+#include "hmap.h"
 #include "inchan.h"
 #include "log.h"
 #include "outchan.h"
@@ -105,7 +106,18 @@ struct conn {
 	struct outchan_budget budget;      /* what the send rings may hold */
 
 	struct outchan **outv; /* under wlock */
-	int nout, out_cap_v, rr;
+	int nout, out_cap_v;
+	struct hmap out_ids; /* I/O thread: the send channels by id */
+	/* The send channels with data to write (under wlock, plus `ready`,
+	 * where producers list channels newly), and those that keep written
+	 * frames until the peer acknowledges them (under wlock): a flush and
+	 * the timers look at these, not at every channel. */
+	struct outchan_ready ready;
+	struct outchan *act_head, *act_tail;
+	int nact;
+	struct outchan *kept_head;
+	struct outchan **blockedv; /* under wlock: channels that want a BLOCKED report */
+	int nblocked, blocked_cap;
 	uint32_t next_chan;
 	struct inchan **ins;
 	uint32_t ins_cap;
@@ -133,7 +145,7 @@ void conn_timers(struct conn *c, uint64_t now_ms);
 /* When conn_timers next has work to do (clock_ms), or 0 while anything is
  * under way on the connection: a handshake, data in a ring (unsent or
  * unacknowledged), a backlog, a failed write. */
-uint64_t conn_next_timer(const struct conn *c);
+uint64_t conn_next_timer(struct conn *c);
 /* Close a connection whose write failed on any thread. */
 void conn_reap_failed_write(struct conn *c);
 /* Offer the backlogs again; true if any emptied. */

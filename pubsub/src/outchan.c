@@ -43,6 +43,7 @@ outchan_new(struct outchan **out, const struct outchan_params *p)
 	oc->ops = p->ops;
 	oc->arg = p->arg;
 	oc->owner = p->owner;
+	oc->ready = p->ready;
 	oc->label = p->label != NULL ? p->label : "";
 	atomic_init(&oc->credit, (int64_t)p->peer_window);
 	atomic_init(&oc->sent, 0);
@@ -206,6 +207,44 @@ note_jump(struct outchan *oc, uint64_t seq)
 	oc->jump_from[k] = oc->last_seq;
 }
 
+/*
+ * Frames were queued: list the channel for its connection's next flush,
+ * unless it is listed. The fence orders the frames (the ring's tail) before
+ * the look at `listed`, as outchan_unlist orders its clearing of `listed`
+ * before its look at the tail: of a producer that sees the channel listed
+ * and a flush that unlists it, one sees the other's change, so no frame is
+ * left on an unlisted channel.
+ */
+static void
+note_ready(struct outchan *oc)
+{
+	struct outchan *head;
+
+	if (oc->ready == NULL) {
+		return;
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&oc->listed, memory_order_relaxed) ||
+	    atomic_exchange(&oc->listed, true)) {
+		return;
+	}
+	head = atomic_load_explicit(&oc->ready->head, memory_order_relaxed);
+	do {
+		oc->ready_next = head;
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &oc->ready->head, &head, oc, memory_order_release, memory_order_relaxed));
+}
+
+bool
+outchan_unlist(struct outchan *oc)
+{
+	atomic_store(&oc->listed, false);
+	if (outchan_unsent(oc) == 0 || atomic_exchange(&oc->listed, true)) {
+		return true; /* empty, or a producer listed it again (on ready) */
+	}
+	return false;
+}
+
 static void
 put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload)
 {
@@ -214,6 +253,7 @@ put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload
 
 	oc->ops->queued(oc->owner, oc, hlen + (size_t)f->len, true);
 	ring_put(&oc->ring, hdr, hlen, payload, (size_t)f->len);
+	note_ready(oc);
 	oc->ops->queued(oc->owner, oc, hlen + (size_t)f->len, false);
 }
 
@@ -634,6 +674,7 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 
 	if (f->len <= oc->frame_max) {
 		ring_put(&oc->ring, hdr, wire_header_encode(hdr, f), payload, (size_t)f->len);
+		note_ready(oc);
 		return;
 	}
 	if (f->type == WIRE_DATA) { /* one message: a first chunk that is also the last */
@@ -657,6 +698,7 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 		ring_put(&oc->ring, hdr, wire_header_encode(hdr, &p), payload + off, (size_t)n);
 		off += n;
 	} while (off < g.len);
+	note_ready(oc);
 }
 
 int
