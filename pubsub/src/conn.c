@@ -496,6 +496,21 @@ choke(struct conn *c)
 	mark_choked(c);
 }
 
+/* A burst of control messages (a hundred thousand declarations) grew
+ * conn->out: once it is written, give the memory back. */
+static void
+shrink_out(struct conn *c)
+{
+	uint8_t *p;
+
+	if (c->out_len > 0 || c->out_cap <= (64u << 10) ||
+	    (p = realloc(c->out, OUT_INITIAL)) == NULL) {
+		return;
+	}
+	c->out = p;
+	c->out_cap = OUT_INITIAL;
+}
+
 static bool
 flush_locked(struct conn *c)
 {
@@ -516,6 +531,7 @@ flush_locked(struct conn *c)
 		}
 		if (b.total == 0) {
 			set_epollout(c, false);
+			shrink_out(c);
 			return wrote;
 		}
 		mh.msg_iov = b.iov;
@@ -635,9 +651,12 @@ conn_free(struct conn *c)
 	free(c->blockedv);
 	hmap_free(&c->out_ids);
 	for (uint32_t i = 0; i < c->ins_cap; i++) {
-		inchan_free(c->ins[i], &c->reasm_budget);
+		inchan_free(conn_inchan(c, i), &c->reasm_budget);
 	}
-	free(c->ins);
+	for (uint32_t i = 0; i < c->ins_cap / CONN_INS_PAGE; i++) {
+		free(c->ins_pages[i]);
+	}
+	free(c->ins_pages);
 	free(c->dirty);
 	free(c->stalled);
 	close(c->fd);
@@ -760,6 +779,14 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 	pthread_mutex_lock(&c->wlock);
 	c->outv[oc->slot] = c->outv[--c->nout];
 	c->outv[oc->slot]->slot = oc->slot;
+	if (c->out_cap_v > 64 && c->nout < c->out_cap_v / 4) {
+		/* many keys came and went: give the table back */
+		struct outchan **v = realloc(c->outv, (size_t)(c->out_cap_v / 2) * sizeof(*v));
+		if (v != NULL) {
+			c->outv = v;
+			c->out_cap_v /= 2;
+		}
+	}
 	hmap_del(&c->out_ids, hmap_hash_u64(oc->id), oc);
 	take_ready(c); /* then a listed channel is on the list, not on ready */
 	if (atomic_load(&oc->listed)) {
@@ -792,12 +819,6 @@ outchan_by_id(struct conn *c, uint64_t id)
 	return hmap_find(&c->out_ids, hmap_hash_u64(id), id_eq, &id);
 }
 
-struct inchan *
-conn_inchan(struct conn *c, uint64_t id)
-{
-	return id < c->ins_cap ? c->ins[id] : NULL;
-}
-
 int
 conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void *arg)
 {
@@ -808,24 +829,34 @@ conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void
 		                   (unsigned long long)id);
 	}
 	if (id >= c->ins_cap) {
-		uint32_t cap = c->ins_cap ? c->ins_cap : 16;
-		while (cap <= id) {
-			cap *= 2;
+		uint32_t npages = c->ins_cap / CONN_INS_PAGE, want = npages ? npages : 4;
+		while ((uint64_t)want * CONN_INS_PAGE <= id) {
+			want *= 2;
 		}
-		struct inchan **p = realloc(c->ins, cap * sizeof(*p));
+		struct conn_ins_page **p = realloc(c->ins_pages, want * sizeof(*p));
 		if (p == NULL) {
 			return TERN_ENOMEM;
 		}
-		memset(p + c->ins_cap, 0, (cap - c->ins_cap) * sizeof(*p));
-		c->ins = p;
-		c->ins_cap = cap;
+		memset(p + npages, 0, (want - npages) * sizeof(*p));
+		c->ins_pages = p;
+		c->ins_cap = want * CONN_INS_PAGE;
 	}
-	if (c->ins[id] != NULL) {
+	struct conn_ins_page **page = &c->ins_pages[id / CONN_INS_PAGE];
+	if (*page == NULL && (*page = calloc(1, sizeof(**page))) == NULL) {
+		return TERN_ENOMEM;
+	}
+	if ((*page)->v[id % CONN_INS_PAGE] != NULL) {
 		return tern__error(TERN_EPROTO, "channel %llu opened twice",
 		                   (unsigned long long)id);
 	}
-	rc = inchan_new(&c->ins[id], (uint32_t)id, c->env->window_init, c->env->window_max, ops,
-	                arg, c);
+	rc = inchan_new(&(*page)->v[id % CONN_INS_PAGE], (uint32_t)id, c->env->window_init,
+	                c->env->window_max, ops, arg, c);
+	if (rc == 0) {
+		(*page)->n++;
+	} else if ((*page)->n == 0) {
+		free(*page);
+		*page = NULL;
+	}
 	return rc;
 }
 
@@ -868,7 +899,12 @@ conn_close_inchan(struct conn *c, struct inchan *in)
 {
 	list_remove(c->stalled, &c->nstalled, in, &in->on_stalled);
 	list_remove(c->dirty, &c->ndirty, in, &in->on_dirty);
-	c->ins[in->id] = NULL;
+	struct conn_ins_page **page = &c->ins_pages[in->id / CONN_INS_PAGE];
+	(*page)->v[in->id % CONN_INS_PAGE] = NULL;
+	if (--(*page)->n == 0) {
+		free(*page);
+		*page = NULL;
+	}
 	inchan_free(in, &c->reasm_budget);
 }
 
@@ -948,6 +984,11 @@ conn_retry_stalled(struct conn *c)
 		in->on_stalled = false;
 		c->stalled[i] = c->stalled[--c->nstalled];
 		progress = true;
+	}
+	if (c->nstalled == 0 && c->stalled_cap > 1024) {
+		free(c->stalled); /* many channels were stalled at once: not kept */
+		c->stalled = NULL;
+		c->stalled_cap = 0;
 	}
 	flush_acks(c);
 	return progress;
@@ -1053,7 +1094,7 @@ static void
 weigh_early_blocked(struct conn *c)
 {
 	for (uint32_t i = 0; i < c->ins_cap; i++) {
-		struct inchan *in = c->ins[i];
+		struct inchan *in = conn_inchan(c, i);
 		if (in != NULL && in->blocked_unweighed) {
 			inchan_blocked(in, c->rtt_us, window_floor(c));
 			note_ack(c, in);

@@ -48,6 +48,12 @@ struct conn_env {
 
 struct conn;
 
+#define CONN_INS_PAGE 256
+struct conn_ins_page {
+	uint32_t n;
+	struct inchan *v[CONN_INS_PAGE];
+};
+
 struct conn_ops {
 	/* The handshake is done: the connection carries traffic. */
 	void (*ready)(void *arg, struct conn *c);
@@ -119,8 +125,11 @@ struct conn {
 	struct outchan **blockedv; /* under wlock: channels that want a BLOCKED report */
 	int nblocked, blocked_cap;
 	uint32_t next_chan;
-	struct inchan **ins;
-	uint32_t ins_cap;
+	/* receive channels by id, in pages of CONN_INS_PAGE allocated while
+	 * one of their ids is open: ids only grow, and a table indexed by
+	 * them would keep the size of every channel ever opened */
+	struct conn_ins_page **ins_pages;
+	uint32_t ins_cap;      /* ids below this have a place in ins_pages */
 	struct inchan **dirty; /* channels to acknowledge after this read */
 	uint32_t ndirty, dirty_cap;
 	struct inchan **stalled; /* channels with a backlog */
@@ -191,7 +200,16 @@ struct outchan *conn_open_outchan(struct conn *c, const struct ctl_msg *open, bo
 void conn_close_outchan(struct conn *c, struct outchan *oc, bool tell);
 /* A receive channel for an OPEN; TERN_EPROTO for a bad or reused id. */
 int conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void *arg);
-struct inchan *conn_inchan(struct conn *c, uint64_t id);
+static inline struct inchan *
+conn_inchan(struct conn *c, uint64_t id)
+{
+	struct conn_ins_page *p;
+
+	if (id >= c->ins_cap || (p = c->ins_pages[id / CONN_INS_PAGE]) == NULL) {
+		return NULL;
+	}
+	return p->v[id % CONN_INS_PAGE];
+}
 void conn_close_inchan(struct conn *c, struct inchan *in);
 
 #endif

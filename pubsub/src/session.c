@@ -101,6 +101,8 @@ struct src {
 	 * the session's indexes */
 	struct src *next, *prev;
 	uint64_t id_hash;  /* remote: of (publisher, instance) */
+	int nin;           /* remote: receive channels open for it */
+	bool releasing;    /* remote: none open; it goes once its queues drain */
 	bool parked_noted; /* in the session's parked list */
 };
 
@@ -1032,6 +1034,57 @@ remote_new(struct session *s, const struct ctl_msg *m)
 	return src;
 }
 
+/*
+ * A publisher closed its channel (CLOSE, not a broken link): when none is
+ * left open for its source and nothing is kept for an absent peer, the
+ * source goes, so the memory of keys that come and go returns. A link
+ * that breaks leaves the source (and the highest number it delivered, which
+ * drops what a resume sends twice).
+ */
+static bool
+drained_out(const struct src *src)
+{
+	if (src->parked != NULL) {
+		return false;
+	}
+	for (int k = 0; k < src->nouts; k++) {
+		if (ring_used(&src->outs[k].oc->ring) > 0 &&
+		    conn_state(src->outs[k].conn) == CONN_READY) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+remote_free(struct session *s, struct src *src)
+{
+	src_unlink(&s->remote, src);
+	hmap_del(&s->remote_ids, src->id_hash, src);
+	ketree_remove(&s->srcs, src->key, src->key_len, src);
+	forget_parked(s, src);
+	src_clear(src);
+	free(src);
+}
+
+static void
+remote_release(struct session *s, struct src *src)
+{
+	if (--src->nin > 0) {
+		return;
+	}
+	if (drained_out(src)) {
+		remote_free(s, src);
+		return;
+	}
+	/* what it queued onward is still on its way: the tick frees it after */
+	src->releasing = true;
+	if (!src->parked_noted &&
+	    push_ptr((void ***)&s->parked_v, &s->nparked, &s->parked_cap, src)) {
+		src->parked_noted = true;
+	}
+}
+
 static int
 on_open(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
@@ -1053,6 +1106,8 @@ on_open(struct session *s, struct conn *c, const struct ctl_msg *m)
 	if ((rc = conn_open_inchan(c, m->u.open.channel, &src_inchan_ops, src)) != 0) {
 		return rc;
 	}
+	src->nin++;
+	src->releasing = false;
 	src_update(s, src);
 	return 0;
 }
@@ -1075,7 +1130,9 @@ on_control(void *arg, struct conn *c, const struct ctl_msg *m)
 	case CTL_CLOSE: {
 		struct inchan *in = conn_inchan(c, m->u.credit.channel);
 		if (in != NULL) {
+			struct src *src = in->arg;
 			conn_close_inchan(c, in);
+			remote_release(s, src);
 		}
 		return 0;
 	}
@@ -1160,9 +1217,13 @@ on_tick(void *arg, uint64_t now)
 		if (src->parked != NULL) {
 			expire_parked(s, src, now);
 		}
-		if (src->parked == NULL) {
+		bool release = src->releasing && src->nin == 0 && drained_out(src);
+		if ((src->parked == NULL && !src->releasing) || release) {
 			src->parked_noted = false;
 			s->parked_v[k] = s->parked_v[--s->nparked];
+			if (release) {
+				remote_free(s, src);
+			}
 			continue;
 		}
 		kept = true;
