@@ -947,6 +947,11 @@ flush_acks(struct conn *c)
 		conn_send_ctl(c, &m);
 	}
 	c->ndirty = 0;
+	if (c->dirty_cap > 1024) {
+		free(c->dirty); /* many channels at once (a backlog let go): not kept */
+		c->dirty = NULL;
+		c->dirty_cap = 0;
+	}
 }
 
 static struct inchan_limits
@@ -1336,6 +1341,9 @@ on_readable(struct conn *c)
 		}
 		c->rlen += (size_t)n;
 		c->last_rx_ms = clock_ms();
+		if ((size_t)n > c->rpeak) {
+			c->rpeak = (size_t)n;
+		}
 		bool filled = c->rlen == c->rcap;
 		int prc = parse(c);
 		flush_acks(c);
@@ -1399,6 +1407,22 @@ conn_reap_failed_write(struct conn *c)
 	snprintf(why, sizeof(why), "%s", c->write_error[0] ? c->write_error : "write failed");
 	pthread_mutex_unlock(&c->wlock);
 	conn_fail(c, why);
+}
+
+/* A read buffer grown for a burst goes back to its first size once the
+ * reads since the last look fit a quarter of it: an idle connection
+ * holds little. */
+static void
+shrink_rbuf(struct conn *c)
+{
+	uint8_t *p;
+
+	if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL && c->rpeak < c->rcap / 4 &&
+	    (p = realloc(c->rbuf, READ_INITIAL)) != NULL) {
+		c->rbuf = p;
+		c->rcap = READ_INITIAL;
+	}
+	c->rpeak = 0;
 }
 
 /* A peer that takes nothing for slow_consumer_ms is dropped. */
@@ -1486,6 +1510,7 @@ conn_timers(struct conn *c, uint64_t now)
 	if (drop_slow(c, now)) {
 		return;
 	}
+	shrink_rbuf(c);
 	if (clock_since(now, c->last_ping_ms) >= cfg->keepalive_ms) {
 		struct ctl_msg m = {.type = CTL_PING};
 		m.u.token = clock_us(); /* microseconds: the PONG gives the round trip */

@@ -137,6 +137,7 @@ struct conn {
 
 	uint8_t *rbuf;
 	size_t rlen, rcap, rmax;
+	size_t rpeak; /* the largest read since the timers last looked */
 	bool got_preamble, got_hello;
 
 	_Atomic uint64_t batches, batch_bytes, batch_largest, messages_in, bytes_in;

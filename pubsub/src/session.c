@@ -1948,6 +1948,14 @@ do_sub_close(void *arg)
 		k->next->prev = k->prev;
 	}
 	s->nsinks--;
+	if (s->nheld == 0 && s->held_cap > 64 && s->nsinks < s->held_cap / 4) {
+		/* still room for every subscriber left (see do_sub_open) */
+		struct sink **p = realloc(s->held, (size_t)(s->held_cap / 2) * sizeof(*p));
+		if (p != NULL) {
+			s->held = p;
+			s->held_cap /= 2;
+		}
+	}
 	if (s->congested_sink == k) {
 		s->congested_sink = NULL;
 	}
