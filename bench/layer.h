@@ -29,7 +29,13 @@ struct layer_opts {
 	bool lowlat;
 	uint32_t batch_bytes; /* largest write in batched mode; 0: 65536 */
 	uint64_t msg_bytes;   /* the cell's message size, to size queues; 0: unknown */
+	uint32_t keys;        /* messages go round-robin over this many keys; 0 or 1: one */
 };
+
+/* The key of message i when messages go round-robin over n keys: what the
+ * tern layer publishes on and the tcp and zmq layers carry in each
+ * message ("bench/up" for one key, else "bench/up/K"). */
+void layer_key(char *buf, size_t len, uint32_t keys, uint64_t i);
 
 struct layer_ops {
 	const char *name;
