@@ -13,6 +13,13 @@
  *       the time to declare, messages/s at the receiver, the publisher's
  *       and subscriber's peak memory, and the ratio to the first K's rate
  *
+ *   tern-scale arrival [--keys N]
+ *       a router with N publishers behind it: how long a new subscription
+ *       to one key takes to reach that key's publisher (median of 21)
+ *   tern-scale idle [--keys N]
+ *       the memory N declared, matched, idle keys hold in the publisher
+ *       process and in the router's (router and subscriber) process
+ *
  * Every figure goes to stdout, one line a measurement, as key=value pairs a
  * script can read. The process forks for the subscriber, so each side's
  * memory is its own.
@@ -248,11 +255,173 @@ stream_one(long keys, double seconds, size_t size, double ref)
 	return rate;
 }
 
+/*
+ * A router R with a publisher node P behind it (N publishers k/0 ..); a
+ * subscriber node S connects and subscribes to one key at a time: how long
+ * until P's publisher on that key is matched (the subscription crossed S,
+ * R and P). Then the memory: VmRSS of this process (R, P and S) per key
+ * before any subscription, after the publishers were declared, and after
+ * N subscriptions on S (one per key, which R then holds too).
+ */
+static tern_node *
+node_mode(const char *id, int mode)
+{
+	tern_config cfg;
+	tern_node *n;
+
+	tern_config_init(&cfg);
+	cfg.id = id;
+	cfg.mode = mode;
+	cfg.log_level = TERN_LOG_ERROR;
+	if (tern_node_open(&n, &cfg) != 0) {
+		die("open a node");
+	}
+	return n;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int
+cmd_arrival(long keys)
+{
+	tern_node *r = node_mode("scale-router", TERN_MODE_ROUTER), *p, *sn;
+	char bound[128], ke[64];
+	double ms[21];
+	tern_sub *sub;
+	double declare_s;
+
+	if (tern_node_listen(r, "tcp://127.0.0.1:0", bound, sizeof(bound)) != 0) {
+		die("listen");
+	}
+	p = node_mode("scale-pub", TERN_MODE_PEER);
+	sn = node_mode("scale-sub", TERN_MODE_PEER);
+	if (tern_node_connect(p, bound) != 0 || tern_node_connect(sn, bound) != 0 ||
+	    tern_node_wait_peers(r, 2, 10000) != 0) {
+		die("connect");
+	}
+	tern_pub **pubs = declare_pubs(p, keys, &declare_s);
+	usleep(500000); /* the OPENs reach the router */
+	for (int i = 0; i < 21; i++) {
+		long k = (keys / 21) * i + i;
+		k = k < keys ? k : keys - 1;
+		snprintf(ke, sizeof(ke), "k/%ld", k);
+		double t0 = now_s();
+		if (tern_sub_open(&sub, sn, ke, NULL, NULL) != 0) {
+			die("subscribe");
+		}
+		while (tern_pub_matched(pubs[k]) == 0 && now_s() - t0 < 10) {
+			usleep(20);
+		}
+		ms[i] = (now_s() - t0) * 1000;
+		tern_sub_close(sub);
+		while (tern_pub_matched(pubs[k]) != 0 && now_s() - t0 < 20) {
+			usleep(100);
+		}
+	}
+	qsort(ms, 21, sizeof(ms[0]), cmp_double);
+	printf("arrival keys=%ld declare_s=%.3f sub_to_matched_ms_median=%.3f min=%.3f max=%.3f "
+	       "(21 subscriptions, one at a time, through a router)\n",
+	       keys, declare_s, ms[10], ms[0], ms[20]);
+	fflush(stdout);
+	for (long i = 0; i < keys; i++) {
+		tern_pub_close(pubs[i]);
+	}
+	free(pubs);
+	tern_node_close(sn);
+	tern_node_close(p);
+	tern_node_close(r);
+	return 0;
+}
+
+/* The memory of idle declared keys: a publisher process with N publishers
+ * matched by a subscriber behind a router process; each process's VmRSS
+ * before and after, per key. The router and subscriber run in a child. */
+static int
+cmd_idle(long keys)
+{
+	int pfd[2], rfd[2], gofd[2];
+	char bound[128] = {0}, res[256] = {0}, go = 0;
+	pid_t pid;
+
+	if (pipe(pfd) != 0 || pipe(rfd) != 0 || pipe(gofd) != 0) {
+		return 1;
+	}
+	if ((pid = fork()) == 0) {
+		tern_node *r = node_mode("scale-router", TERN_MODE_ROUTER);
+		tern_node *sn = node_mode("scale-sub", TERN_MODE_PEER);
+		tern_sub *sub;
+		if (tern_node_listen(r, "tcp://127.0.0.1:0", bound, sizeof(bound)) != 0 ||
+		    tern_node_connect(sn, bound) != 0 || tern_node_wait_peers(r, 1, 10000) != 0 ||
+		    tern_sub_open(&sub, sn, "k/**", NULL, NULL) != 0) {
+			die("router");
+		}
+		usleep(300000);
+		long before = status_kib("VmRSS");
+		if (write(pfd[1], bound, strlen(bound) + 1) < 0 || read(gofd[0], &go, 1) != 1) {
+			exit(1);
+		}
+		long after = status_kib("VmRSS");
+		int len = snprintf(res, sizeof(res), "%ld %ld", before, after);
+		if (write(rfd[1], res, (size_t)len + 1) < 0) {
+			exit(1);
+		}
+		(void)read(gofd[0], &go, 1);
+		tern_node_close(sn);
+		tern_node_close(r);
+		exit(0);
+	}
+	if (read(pfd[0], bound, sizeof(bound) - 1) <= 0) {
+		return 1;
+	}
+	tern_node *p = node_mode("scale-pub", TERN_MODE_PEER);
+	double declare_s;
+	if (tern_node_connect(p, bound) != 0 || tern_node_wait_peers(p, 1, 10000) != 0) {
+		die("connect");
+	}
+	usleep(300000);
+	long p0 = status_kib("VmRSS");
+	tern_pub **pubs = declare_pubs(p, keys, &declare_s);
+	for (double t0 = now_s(); tern_pub_matched(pubs[keys - 1]) == 0 && now_s() - t0 < 60;) {
+		usleep(1000);
+	}
+	usleep(1000000); /* the router settles */
+	long p1 = status_kib("VmRSS");
+	if (write(gofd[1], &go, 1) != 1 || read(rfd[0], res, sizeof(res) - 1) <= 0) {
+		return 1;
+	}
+	long r0 = 0, r1 = 0;
+	sscanf(res, "%ld %ld", &r0, &r1);
+	printf(
+	    "idle keys=%ld publisher_bytes_per_key=%.0f router_and_subscriber_bytes_per_key=%.0f "
+	    "(VmRSS: publisher %ld -> %ld KiB, router+subscriber %ld -> %ld KiB)\n",
+	    keys, (double)(p1 - p0) * 1024 / (double)keys, (double)(r1 - r0) * 1024 / (double)keys,
+	    p0, p1, r0, r1);
+	fflush(stdout);
+	for (long i = 0; i < keys; i++) {
+		tern_pub_close(pubs[i]);
+	}
+	free(pubs);
+	tern_node_close(p);
+	if (write(gofd[1], &go, 1) != 1) {
+		return 1;
+	}
+	waitpid(pid, NULL, 0);
+	return 0;
+}
+
 static void
 usage(void)
 {
 	fprintf(stderr, "usage: tern-scale declare [--keys N]\n"
-	                "       tern-scale stream [--keys N,N,...] [--seconds S] [--size B]\n");
+	                "       tern-scale stream [--keys N,N,...] [--seconds S] [--size B]\n"
+	                "       tern-scale arrival [--keys N]\n"
+	                "       tern-scale idle [--keys N]\n");
 	exit(2);
 }
 
@@ -281,6 +450,13 @@ main(int argc, char **argv)
 	if (strcmp(argv[1], "declare") == 0) {
 		long n = keys != NULL ? atol(keys) : 100000;
 		return n > 0 ? cmd_declare(n) : 2;
+	}
+	if (strcmp(argv[1], "arrival") == 0 || strcmp(argv[1], "idle") == 0) {
+		long n = keys != NULL ? atol(keys) : 100000;
+		if (n <= 0) {
+			usage();
+		}
+		return argv[1][0] == 'a' ? cmd_arrival(n) : cmd_idle(n);
 	}
 	if (strcmp(argv[1], "stream") == 0 && size > 0 && seconds > 0) {
 		char list[256];

@@ -1666,7 +1666,7 @@ do_pub_open(void *arg)
 	struct session *s = a->session;
 	struct src *src = a->src;
 
-	snprintf(src->publisher, CTL_ID_MAX + 24, "%s/%llu", s->cfg->id,
+	snprintf(src->publisher, strlen(s->cfg->id) + 22, "%s/%llu", s->cfg->id,
 	         (unsigned long long)s->next_pub_id++);
 	src->publisher_len = strlen(src->publisher);
 	if (ketree_add(&s->srcs, src->key, src->key_len, src) != 0) {
@@ -1690,7 +1690,9 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 	src->local = true;
 	src->key = strdup(key);
 	src->key_len = strlen(key);
-	src->publisher = malloc(CTL_ID_MAX + 24);
+	/* "ID/N": the id, '/', up to 20 digits and the NUL (a byte count that
+	 * matters when there are a hundred thousand publishers) */
+	src->publisher = malloc(strlen(s->cfg->id) + 22);
 	src->instance = s->instance;
 	src->reliability = reliability < 0 ? s->cfg->reliability : reliability;
 	if (src->key == NULL || src->publisher == NULL) {
