@@ -293,20 +293,16 @@ tern_client_flush(void *cli, bool final)
 	if (!final) {
 		return 0;
 	}
-	for (uint32_t i = 0; i < c->keys; i++) {
-		tern_pub *p = c->pubs != NULL ? c->pubs[i] : c->pub;
-		for (;;) {
-			uint64_t before = written(c->node);
-			rc = tern_pub_flush(p, 5000);
-			if (rc != TERN_ETIMEDOUT || written(c->node) == before) {
-				break;
-			}
+	for (;;) {
+		uint64_t before = written(c->node);
+		rc = 0;
+		for (uint32_t i = 0; i < c->keys && rc == 0; i++) {
+			rc = tern_pub_flush(c->pubs != NULL ? c->pubs[i] : c->pub, 5000);
 		}
-		if (rc != 0) {
+		if (rc != TERN_ETIMEDOUT || written(c->node) == before) {
 			return rc;
 		}
 	}
-	return 0;
 }
 
 const struct layer_ops layer_tern_ops = {

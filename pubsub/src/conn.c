@@ -1433,6 +1433,13 @@ drop_slow(struct conn *c, uint64_t now)
 	const struct outchan *slow = NULL;
 	char why[200];
 
+	/* A look walks every channel holding data, which may be a hundred
+	 * thousand: a few looks per slow_consumer_ms, not one per tick, find a
+	 * stalled peer soon enough. */
+	if (clock_since(now, c->slow_check_ms) < limit / 8) {
+		return false;
+	}
+	c->slow_check_ms = now;
 	/* only a channel with data unsent or unacknowledged can be stalled */
 	pthread_mutex_lock(&c->wlock);
 	take_ready(c);

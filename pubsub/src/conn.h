@@ -93,7 +93,8 @@ struct conn {
 	uint64_t peer_keepalive_ms;
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
-	uint64_t rtt_us; /* shortest round trip seen by PING/PONG, 0 until measured */
+	uint64_t slow_check_ms; /* when the channels were last looked at for a slow consumer */
+	uint64_t rtt_us;        /* shortest round trip seen by PING/PONG, 0 until measured */
 	/* I/O thread: the peer's wall clock minus ours, in microseconds, from
 	 * the PONG with the shortest round trip (offset_rtt_us, 0: none yet);
 	 * accurate to half that round trip */
