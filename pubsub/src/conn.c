@@ -174,6 +174,7 @@ act_append(struct conn *c, struct outchan *oc)
 	}
 	c->act_tail = oc;
 	c->nact++;
+	oc->on_act = true;
 }
 
 static void
@@ -191,6 +192,7 @@ act_unlink(struct conn *c, struct outchan *oc)
 	}
 	oc->act_next = oc->act_prev = NULL;
 	c->nact--;
+	oc->on_act = false;
 }
 
 /* Take the channels producers listed since the last look, oldest first. */
@@ -789,7 +791,7 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 	}
 	hmap_del(&c->out_ids, hmap_hash_u64(oc->id), oc);
 	take_ready(c); /* then a listed channel is on the list, not on ready */
-	if (atomic_load(&oc->listed)) {
+	if (oc->on_act) {
 		act_unlink(c, oc);
 	}
 	kept_unlink(c, oc);

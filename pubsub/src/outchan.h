@@ -133,7 +133,7 @@ struct outchan {
 	 * acknowledged, and the channel's place in its table */
 	struct outchan *act_next, *act_prev;
 	struct outchan *kept_next, *kept_prev;
-	bool on_kept, on_blocked;
+	bool on_act, on_kept, on_blocked;
 	int slot;
 };
 
