@@ -69,6 +69,9 @@ static const char usage[] =
     "                       PUB/SUB has no reply path)\n" ZMQ_BUILT
     "  --modes LIST         batched,lowlat (default: both)\n"
     "  --records LIST       records per message for stream (default 1,4,16,64,256,1024)\n"
+    "  --keys LIST          stream: messages go round-robin over this many keys\n"
+    "                       (default 1; the tcp layer carries the same key in each\n"
+    "                       message; zmq runs only 1)\n"
     "  --concurrency LIST   pingpong messages in flight (default 1,1000)\n"
     "  --connections N      fanin publishers, each with its own connection (default 100)\n"
     "  --batch-bytes LIST   fanin batching.max_bytes sweep (default 1024,8192,16384,65536)\n"
@@ -162,6 +165,8 @@ defaults(struct bench_config *cfg)
 	cfg->nmodes = 2;
 	memcpy(cfg->records, records, sizeof(records));
 	cfg->nrecords = sizeof(records) / sizeof(records[0]);
+	cfg->keys[0] = 1;
+	cfg->nkeys = 1;
 	cfg->concurrency[0] = 1;
 	cfg->concurrency[1] = 1000;
 	cfg->nconcurrency = 2;
@@ -352,6 +357,7 @@ enum {
 	OPT_LAYERS,
 	OPT_MODES,
 	OPT_RECORDS,
+	OPT_KEYS,
 	OPT_CONCURRENCY,
 	OPT_CONNECTIONS,
 	OPT_BATCH,
@@ -375,6 +381,7 @@ static const struct option long_opts[] = {
     {"layers", required_argument, NULL, OPT_LAYERS},
     {"modes", required_argument, NULL, OPT_MODES},
     {"records", required_argument, NULL, OPT_RECORDS},
+    {"keys", required_argument, NULL, OPT_KEYS},
     {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
     {"connections", required_argument, NULL, OPT_CONNECTIONS},
     {"batch-bytes", required_argument, NULL, OPT_BATCH},
@@ -533,6 +540,11 @@ parse_args(struct bench_config *cfg, int argc, char **argv)
 		case OPT_RECORDS:
 			if (parse_u32_list("--records", a, cfg->records, &cfg->nrecords, 1,
 			                   LAYER_MAX_MESSAGE / RECORD_BYTES) != 0) {
+				return -1;
+			}
+			break;
+		case OPT_KEYS:
+			if (parse_u32_list("--keys", a, cfg->keys, &cfg->nkeys, 1, 1000000) != 0) {
 				return -1;
 			}
 			break;

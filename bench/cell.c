@@ -175,6 +175,7 @@ cell_run(const struct cell *c, struct cell_result *res)
 	e.opts.batch_bytes = c->batch_bytes;
 	e.opts.msg_bytes = c->payload_bytes;
 	e.opts.tls_dir = c->tls_dir;
+	e.opts.keys = c->keys;
 	e.fault_drop = fault != NULL && strcmp(fault, "drop-record") == 0;
 	e.fault_late_start = fault != NULL && strcmp(fault, "late-start") == 0;
 	cpu0 = process_cpu_seconds();

@@ -38,6 +38,9 @@ key_cmp(const struct compare_cell *x, const struct compare_cell *y)
 	if (x->concurrency != y->concurrency) {
 		return x->concurrency < y->concurrency ? -1 : 1;
 	}
+	if (x->keys != y->keys) {
+		return x->keys < y->keys ? -1 : 1;
+	}
 	if (x->batch_bytes != y->batch_bytes) {
 		return x->batch_bytes < y->batch_bytes ? -1 : 1;
 	}
@@ -101,6 +104,7 @@ load_rows(sqlite3 *db, int64_t run, struct rows *out, char *err, size_t err_len)
 	/* Databases from before --rate and --repeat have neither column. */
 	const char *rate = has_column(db, "results", "rate") ? "IFNULL(rate, 0)" : "0";
 	const char *failed = has_column(db, "results", "failed") ? "failed" : "0";
+	const char *keys = has_column(db, "results", "keys") ? "keys" : "1";
 	char sql[512];
 	sqlite3_stmt *s;
 	size_t cap = 0;
@@ -109,8 +113,8 @@ load_rows(sqlite3 *db, int64_t run, struct rows *out, char *err, size_t err_len)
 	snprintf(sql, sizeof(sql),
 	         "SELECT scenario, link, layer, mode, records_per_msg, payload_bytes, "
 	         "concurrency, IFNULL(batch_bytes, -1), %s, records_per_s, bytes_per_s, "
-	         "lat_p99_us, %s, id FROM results WHERE run_id = ?",
-	         rate, failed);
+	         "lat_p99_us, %s, id, %s FROM results WHERE run_id = ?",
+	         rate, failed, keys);
 	memset(out, 0, sizeof(*out));
 	if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK) {
 		snprintf(err, err_len, "database: %s", sqlite3_errmsg(db));
@@ -143,6 +147,7 @@ load_rows(sqlite3 *db, int64_t run, struct rows *out, char *err, size_t err_len)
 		r->key.concurrency = sqlite3_column_int64(s, 6);
 		r->key.batch_bytes = sqlite3_column_int64(s, 7);
 		r->key.rate = sqlite3_column_double(s, 8);
+		r->key.keys = sqlite3_column_int64(s, 14);
 		set_metric(&r->key);
 		r->value = sqlite3_column_double(s, strcmp(r->key.metric, "bytes_per_s") == 0 ? 10
 		                                    : r->key.higher_is_better                 ? 9
@@ -583,6 +588,10 @@ cell_label(const struct compare_cell *c, char *buf, size_t len)
 		         (long long)c->records_per_msg, c->rate);
 	} else {
 		snprintf(param, sizeof(param), "%lld rec/msg", (long long)c->records_per_msg);
+	}
+	if (c->keys > 1) {
+		size_t n = strlen(param);
+		snprintf(param + n, sizeof(param) - n, " %lld keys", (long long)c->keys);
 	}
 	snprintf(buf, len, "%s %s %s %s %s", c->scenario, c->link, c->layer, c->mode, param);
 }

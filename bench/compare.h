@@ -40,6 +40,7 @@ struct compare_cell {
 	int64_t records_per_msg;
 	int64_t payload_bytes;
 	int64_t concurrency;
+	int64_t keys;        /* stream: keys the messages went over (1 before --keys) */
 	int64_t batch_bytes; /* -1: none (low latency) */
 	double rate;         /* open-loop records/s; 0: closed loop */
 	const char *metric;  /* "records_per_s", "bytes_per_s" or "lat_p99_us" */

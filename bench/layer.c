@@ -4,6 +4,7 @@
  */
 #include "layer.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct layer_ops *const layers[] = {
@@ -40,4 +41,14 @@ layer_all(size_t *n)
 {
 	*n = sizeof(layers) / sizeof(layers[0]);
 	return layers;
+}
+
+void
+layer_key(char *buf, size_t len, uint32_t keys, uint64_t i)
+{
+	if (keys <= 1) {
+		snprintf(buf, len, "bench/up");
+	} else {
+		snprintf(buf, len, "bench/up/%llu", (unsigned long long)(i % keys));
+	}
 }

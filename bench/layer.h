@@ -33,7 +33,13 @@ struct layer_opts {
 	 * TLS 1.3 on every connection (tern: tls:// endpoints; tcp: OpenSSL on
 	 * the socket, tlsbench.h); NULL: plain */
 	const char *tls_dir;
+	uint32_t keys;        /* messages go round-robin over this many keys; 0 or 1: one */
 };
+
+/* The key of message i when messages go round-robin over n keys: what the
+ * tern layer publishes on and the tcp and zmq layers carry in each
+ * message ("bench/up" for one key, else "bench/up/K"). */
+void layer_key(char *buf, size_t len, uint32_t keys, uint64_t i);
 
 struct layer_ops {
 	const char *name;

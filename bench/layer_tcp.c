@@ -17,6 +17,10 @@
  * (tlsbench.h): each write above becomes one SSL_write of the same bytes
  * (a low-latency frame is put together first, so it is one record, as a
  * careful engineer would), and reads go through SSL_read.
+ *
+ * With --keys N (N > 1) each message also carries its key, as a tern
+ * message does: the frame is the length, one byte of key length, the key
+ * ("bench/up/K", round-robin) and the message; the server skips the key.
  */
 #include "layer.h"
 #include "net.h"
@@ -57,6 +61,7 @@ struct framer {
 	unsigned char *buf;
 	size_t cap;
 	size_t len;
+	bool keyed; /* each frame starts with a key to skip (--keys) */
 };
 
 static int
@@ -65,6 +70,7 @@ framer_init(struct framer *f)
 	f->buf = malloc(READ_CHUNK);
 	f->cap = f->buf ? READ_CHUNK : 0;
 	f->len = 0;
+	f->keyed = false;
 	return f->buf ? 0 : -1;
 }
 
@@ -88,7 +94,17 @@ framer_deliver(struct framer *f, layer_msg_fn fn, void *arg, uint32_t conn, char
 		if (f->len - off - HDR < n) {
 			break;
 		}
-		fn(arg, conn, f->buf + off + HDR, n);
+		if (f->keyed) {
+			size_t skip = n > 0 ? 1 + (size_t)f->buf[off + HDR] : 1;
+			if (skip > n) {
+				snprintf(err, err_len,
+				         "tcp: a frame's key is longer than the frame");
+				return -1;
+			}
+			fn(arg, conn, f->buf + off + HDR + skip, n - skip);
+		} else {
+			fn(arg, conn, f->buf + off + HDR, n);
+		}
 		off += HDR + (size_t)n;
 	}
 	if (off > 0) {
@@ -213,31 +229,38 @@ writer_flush(struct writer *w)
 	return rc;
 }
 
+/* key (klen bytes, at most 255) goes before the message when not NULL */
 static int
-writer_send(struct writer *w, const void *data, size_t len)
+writer_send(struct writer *w, const char *key, size_t klen, const void *data, size_t len)
 {
-	unsigned char hdr[HDR];
+	unsigned char hdr[HDR + 256];
+	size_t hlen = HDR;
 	int rc;
 
 	if (len > LAYER_MAX_MESSAGE) {
 		return -EMSGSIZE;
 	}
-	put_len(hdr, (uint32_t)len);
-	if (w->lowlat) {
-		return writev2(w, hdr, HDR, data, len);
+	if (key != NULL) {
+		hdr[HDR] = (unsigned char)klen;
+		memcpy(hdr + HDR + 1, key, klen);
+		hlen += 1 + klen;
 	}
-	if (w->len + HDR + len > w->cap) {
+	put_len(hdr, (uint32_t)(hlen - HDR + len));
+	if (w->lowlat) {
+		return writev2(w, hdr, hlen, data, len);
+	}
+	if (w->len + hlen + len > w->cap) {
 		rc = writer_flush(w);
 		if (rc != 0) {
 			return rc;
 		}
-		if (HDR + len > w->cap) {
-			return writev2(w, hdr, HDR, data, len);
+		if (hlen + len > w->cap) {
+			return writev2(w, hdr, hlen, data, len);
 		}
 	}
-	memcpy(w->buf + w->len, hdr, HDR);
-	memcpy(w->buf + w->len + HDR, data, len);
-	w->len += HDR + len;
+	memcpy(w->buf + w->len, hdr, hlen);
+	memcpy(w->buf + w->len + hlen, data, len);
+	w->len += hlen + len;
 	return 0;
 }
 
@@ -310,6 +333,7 @@ server_accept(struct tcp_server *s)
 			return;
 		}
 		c->fd = fd;
+		c->in.keyed = s->opts.keys > 1;
 		if (s->opts.lowlat) {
 			net_set_nodelay(fd);
 		}
@@ -500,7 +524,7 @@ tcp_server_reply(void *srv, uint32_t conn, const void *data, size_t len)
 	if (conn >= s->nconns || s->conns[conn]->closed) {
 		return -EINVAL;
 	}
-	return writer_send(&s->conns[conn]->out, data, len);
+	return writer_send(&s->conns[conn]->out, NULL, 0, data, len);
 }
 
 static const char *
@@ -518,6 +542,8 @@ struct tcp_client {
 	struct writer out;
 	struct tlsbench_io tio;
 	bool tls;
+	char (*keys)[24]; /* with --keys: each key, made once */
+	uint32_t nkeys, next;
 	layer_msg_fn reply_fn;
 	void *arg;
 	pthread_t reader;
@@ -569,6 +595,7 @@ tcp_client_close(void *cli)
 		close(c->fd);
 	}
 	free(c->out.buf);
+	free(c->keys);
 	free(c);
 }
 
@@ -591,7 +618,13 @@ tcp_client_open(void **out, const struct layer_opts *o, const char *ep, layer_ms
 		tcp_client_close(c);
 		return -1;
 	}
-	if (writer_init(&c->out, c->fd, o) != 0) {
+	if (o->keys > 1 && (c->keys = calloc(o->keys, sizeof(*c->keys))) != NULL) {
+		c->nkeys = o->keys;
+		for (uint32_t i = 0; i < o->keys; i++) {
+			layer_key(c->keys[i], sizeof(c->keys[i]), o->keys, i);
+		}
+	}
+	if (writer_init(&c->out, c->fd, o) != 0 || (o->keys > 1 && c->keys == NULL)) {
 		snprintf(err, err_len, "tcp client: out of memory");
 		tcp_client_close(c);
 		return -1;
@@ -640,7 +673,12 @@ tcp_client_send(void *cli, const void *data, size_t len)
 {
 	struct tcp_client *c = cli;
 
-	return writer_send(&c->out, data, len);
+	if (c->keys != NULL) {
+		const char *k = c->keys[c->next];
+		c->next = c->next + 1 == c->nkeys ? 0 : c->next + 1;
+		return writer_send(&c->out, k, strlen(k), data, len);
+	}
+	return writer_send(&c->out, NULL, 0, data, len);
 }
 
 static int

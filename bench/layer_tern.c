@@ -6,7 +6,9 @@
  * callback and publishes answers on "bench/down". A client is a node that
  * connects, publishes on "bench/up" and, when it expects answers, subscribes
  * to "bench/down". Each client is its own node, so fanin's publishers each
- * have their own connection.
+ * have their own connection. With --keys N a client declares N publishers
+ * "bench/up/0" .. "bench/up/N-1" and sends round-robin over them; the
+ * server subscribes to each "bench/up/K" with one wildcard subscription.
  */
 #include "layer.h"
 
@@ -21,7 +23,7 @@
 
 struct tern_server {
 	tern_node *node;
-	tern_sub *sub;
+	tern_sub *sub, *sub_keys;
 	tern_pub *pub;
 	layer_msg_fn fn;
 	void *arg;
@@ -31,6 +33,8 @@ struct tern_server {
 struct tern_client {
 	tern_node *node;
 	tern_pub *pub;
+	tern_pub **pubs; /* with keys > 1: one a key, pub is pubs[0] */
+	uint32_t keys, next;
 	tern_sub *sub;
 	layer_msg_fn fn;
 	void *arg;
@@ -92,6 +96,7 @@ tern_server_close(void *srv)
 		return;
 	}
 	tern_sub_close(s->sub);
+	tern_sub_close(s->sub_keys);
 	tern_pub_close(s->pub);
 	tern_node_close(s->node);
 	free(s);
@@ -146,6 +151,9 @@ tern_server_open(void **out, const struct layer_opts *o, const char *listen_ep, 
 	if (rc == 0) {
 		rc = tern_sub_open(&s->sub, s->node, KEY_UP, server_on_msg, s);
 	}
+	if (rc == 0 && o->keys > 1) {
+		rc = tern_sub_open(&s->sub_keys, s->node, KEY_UP "/*", server_on_msg, s);
+	}
 	if (rc == 0) {
 		rc = tern_pub_open(&s->pub, s->node, KEY_DOWN, TERN_RELIABLE);
 	}
@@ -197,7 +205,14 @@ tern_client_close(void *cli)
 		return;
 	}
 	tern_sub_close(c->sub);
-	tern_pub_close(c->pub);
+	if (c->pubs != NULL) {
+		for (uint32_t i = 0; i < c->keys && c->pubs[i] != NULL; i++) {
+			tern_pub_close(c->pubs[i]);
+		}
+		free(c->pubs);
+	} else {
+		tern_pub_close(c->pub);
+	}
 	tern_node_close(c->node);
 	free(c);
 }
@@ -225,7 +240,20 @@ tern_client_open(void **out, const struct layer_opts *o, const char *ep, layer_m
 		free(c);
 		return fail(err, err_len, "open a sender node", rc);
 	}
-	rc = tern_pub_open(&c->pub, c->node, KEY_UP, TERN_RELIABLE);
+	c->keys = o->keys > 1 ? o->keys : 1;
+	if (c->keys == 1) {
+		rc = tern_pub_open(&c->pub, c->node, KEY_UP, TERN_RELIABLE);
+	} else if ((c->pubs = calloc(c->keys, sizeof(*c->pubs))) == NULL) {
+		rc = TERN_ENOMEM;
+	} else {
+		char key[64];
+		rc = 0;
+		for (uint32_t i = 0; i < c->keys && rc == 0; i++) {
+			layer_key(key, sizeof(key), c->keys, i);
+			rc = tern_pub_open(&c->pubs[i], c->node, key, TERN_RELIABLE);
+		}
+		c->pub = c->pubs[0];
+	}
 	if (rc == 0 && reply_fn != NULL) {
 		rc = tern_sub_open(&c->sub, c->node, KEY_DOWN, client_on_msg, c);
 	}
@@ -257,8 +285,10 @@ tern_client_ready(void *cli, int timeout_ms, char *err, size_t err_len)
 	if (rc != 0) {
 		return fail(err, err_len, "the sender found no receiver", rc);
 	}
-	/* The peer is there; its subscription may still be on its way. */
-	for (waited = 0; tern_pub_matched(c->pub) <= 0; waited++) {
+	/* The peer is there; its subscription may still be on its way (the
+	 * routes of many keys are made in the order they were declared) */
+	tern_pub *last = c->pubs != NULL ? c->pubs[c->keys - 1] : c->pub;
+	for (waited = 0; tern_pub_matched(c->pub) <= 0 || tern_pub_matched(last) <= 0; waited++) {
 		if (waited >= timeout_ms) {
 			snprintf(err, err_len,
 			         "tern: the receiver's subscription never reached the "
@@ -276,6 +306,11 @@ tern_client_send(void *cli, const void *data, size_t len)
 {
 	struct tern_client *c = cli;
 
+	if (c->pubs != NULL) {
+		tern_pub *p = c->pubs[c->next];
+		c->next = c->next + 1 == c->keys ? 0 : c->next + 1;
+		return tern_publish(p, data, len);
+	}
 	return tern_publish(c->pub, data, len);
 }
 
@@ -304,7 +339,10 @@ tern_client_flush(void *cli, bool final)
 	}
 	for (;;) {
 		uint64_t before = written(c->node);
-		rc = tern_pub_flush(c->pub, 5000);
+		rc = 0;
+		for (uint32_t i = 0; i < c->keys && rc == 0; i++) {
+			rc = tern_pub_flush(c->pubs != NULL ? c->pubs[i] : c->pub, 5000);
+		}
 		if (rc != TERN_ETIMEDOUT || written(c->node) == before) {
 			return rc;
 		}

@@ -68,6 +68,10 @@ push_layers(struct bench_run *run, size_t *cap, struct cell *c)
 			if (c->kind == SCEN_PINGPONG && cfg->layers[y]->server_reply == NULL) {
 				continue;
 			}
+			/* zmq carries no key of its own in the bench: one key only */
+			if (c->keys > 1 && strcmp(cfg->layers[y]->name, "zmq") == 0) {
+				continue;
+			}
 			c->layer = cfg->layers[y];
 			if (push(run, cap, c) != 0) {
 				return -1;
@@ -171,19 +175,25 @@ build_link(struct bench_run *run, size_t *cap, const struct bench_link *l)
 		c.link = l;
 		c.tls_dir = cfg->tls_dir;
 		c.concurrency = 1;
+		c.keys = 1;
 		c.duration = cfg->duration;
 		switch (c.kind) {
 		case SCEN_STREAM:
-			for (i = 0; i < cfg->nrecords; i++) {
-				c.records_per_msg = cfg->records[i];
-				c.payload_bytes = (uint64_t)c.records_per_msg * RECORD_BYTES;
-				if (push_modes(run, cap, &c, false) != 0) {
+			for (size_t k = 0; k < cfg->nkeys; k++) {
+				c.keys = cfg->keys[k];
+				for (i = 0; i < cfg->nrecords; i++) {
+					c.records_per_msg = cfg->records[i];
+					c.payload_bytes =
+					    (uint64_t)c.records_per_msg * RECORD_BYTES;
+					if (push_modes(run, cap, &c, false) != 0) {
+						return -1;
+					}
+				}
+				if (build_open_loop(run, cap, &c) != 0) {
 					return -1;
 				}
 			}
-			if (build_open_loop(run, cap, &c) != 0) {
-				return -1;
-			}
+			c.keys = 1;
 			break;
 		case SCEN_PINGPONG:
 			c.records_per_msg = 1;
@@ -307,15 +317,20 @@ matrix_cell_label(const struct cell *c, char *buf, size_t len)
 	char sz[24];
 
 	switch (c->kind) {
-	case SCEN_STREAM:
+	case SCEN_STREAM: {
+		char keys[24] = "";
+		if (c->keys > 1) {
+			snprintf(keys, sizeof(keys), " %u keys", c->keys);
+		}
 		if (c->rate > 0) {
 			rate_label(c->rate, sz, sizeof(sz));
-			snprintf(param, sizeof(param), "%u rec/msg @ %s rec/s", c->records_per_msg,
-			         sz);
+			snprintf(param, sizeof(param), "%u rec/msg @ %s rec/s%s",
+			         c->records_per_msg, sz, keys);
 		} else {
-			snprintf(param, sizeof(param), "%u rec/msg", c->records_per_msg);
+			snprintf(param, sizeof(param), "%u rec/msg%s", c->records_per_msg, keys);
 		}
 		break;
+	}
 	case SCEN_PINGPONG:
 		snprintf(param, sizeof(param), "%u in flight", c->concurrency);
 		break;
@@ -402,6 +417,7 @@ matrix_config_json(const struct bench_config *cfg)
 		cJSON_AddItemToArray(a, cJSON_CreateString(cfg->modes[i] ? "lowlat" : "batched"));
 	}
 	cJSON_AddItemToObject(o, "records", u32_array(cfg->records, cfg->nrecords));
+	cJSON_AddItemToObject(o, "keys", u32_array(cfg->keys, cfg->nkeys));
 	cJSON_AddItemToObject(o, "concurrency", u32_array(cfg->concurrency, cfg->nconcurrency));
 	cJSON_AddNumberToObject(o, "connections", cfg->connections);
 	cJSON_AddNumberToObject(o, "fanin_records", cfg->fanin_records);

@@ -29,6 +29,8 @@ struct bench_config {
 	size_t nmodes;
 	uint32_t records[MAX_VALUES];
 	size_t nrecords;
+	uint32_t keys[MAX_VALUES]; /* --keys: stream messages round-robin over this many keys */
+	size_t nkeys;
 	uint32_t concurrency[MAX_VALUES];
 	size_t nconcurrency;
 	uint32_t connections;

@@ -38,7 +38,7 @@ same_row(const struct cell *a, const struct cell *b)
 	return a->link == b->link && a->kind == b->kind && a->lowlat == b->lowlat &&
 	       a->records_per_msg == b->records_per_msg && a->payload_bytes == b->payload_bytes &&
 	       a->concurrency == b->concurrency && a->batch_bytes == b->batch_bytes &&
-	       a->rate == b->rate;
+	       a->rate == b->rate && a->keys == b->keys;
 }
 
 static void
@@ -553,6 +553,7 @@ report_json(const struct bench_run *run, const char *path, char *err, size_t err
 		cJSON_AddNumberToObject(x, "records_per_msg", c->records_per_msg);
 		cJSON_AddNumberToObject(x, "payload_bytes", (double)c->payload_bytes);
 		cJSON_AddNumberToObject(x, "concurrency", c->concurrency);
+		cJSON_AddNumberToObject(x, "keys", c->keys > 0 ? c->keys : 1);
 		if (c->lowlat) {
 			cJSON_AddNullToObject(x, "batch_bytes");
 		} else {

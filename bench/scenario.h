@@ -41,6 +41,7 @@ struct cell {
 	double rate;              /* stream: open-loop records/s; 0: as fast as it can */
 	uint32_t repeat;          /* which of the run's --repeat samples this is, from 0 */
 	const char *tls_dir;      /* --tls: the run's certificate; NULL: plain */
+	uint32_t keys;            /* stream: messages round-robin over this many keys, else 1 */
 };
 
 /* An open-loop sender still behind this many windows of --duration plus

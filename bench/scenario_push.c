@@ -56,6 +56,10 @@ struct push_state {
 	uint32_t records_per_msg;
 	uint64_t payload_bytes;
 	_Atomic uint32_t *next_seq; /* per sender: the receiver's next expected */
+	/* --keys: message m goes on key m % keys, and order holds per key only:
+	 * the next record expected on each key (next_seq counts records) */
+	uint32_t keys;
+	uint32_t *key_next;
 	_Atomic uint64_t records;
 	_Atomic uint64_t messages;
 	_Atomic uint64_t lost;
@@ -78,6 +82,27 @@ struct sender_arg {
 	pthread_t thread;
 };
 
+/* With keys: records come in order on each key (the receiver's callbacks
+ * run one at a time), and each is counted once. */
+static void
+check_keyed(struct push_state *st, uint32_t s, uint32_t seq)
+{
+	uint32_t rpm = st->records_per_msg;
+	uint32_t key = seq / rpm % st->keys;
+	uint32_t want = st->key_next[key];
+
+	if (seq != want) {
+		result_fail(st->res, "sender %u, key %u: record %u came where %u was due (%s)", s,
+		            key, seq, want, seq > want ? "lost" : "reordered or repeated");
+		if (seq < want) {
+			return;
+		}
+	}
+	st->key_next[key] = (seq + 1) % rpm == 0 ? seq + 1 + (st->keys - 1) * rpm : seq + 1;
+	atomic_store_explicit(&st->next_seq[s], atomic_load(&st->next_seq[s]) + 1,
+	                      memory_order_release);
+}
+
 /* The receiver saw seq from sender s: account for order and loss. */
 static void
 check_seq(struct push_state *st, uint32_t s, uint32_t seq)
@@ -86,6 +111,10 @@ check_seq(struct push_state *st, uint32_t s, uint32_t seq)
 
 	if (s >= st->nsenders) {
 		result_fail(st->res, "record from unknown sender %u", s);
+		return;
+	}
+	if (st->keys > 1) {
+		check_keyed(st, s, seq);
 		return;
 	}
 	want = atomic_load_explicit(&st->next_seq[s], memory_order_relaxed);
@@ -496,10 +525,22 @@ scenario_push_run(struct cell_env *e, struct cell_result *res)
 	if (c->rate > 0 && set_schedule(&st, c) != 0) {
 		return -1;
 	}
+	st.keys = c->kind == SCEN_STREAM && c->keys > 1 ? c->keys : 1;
+	if (st.keys > 1 && (st.raw || st.nsenders != 1 ||
+	                    (uint64_t)st.keys * st.records_per_msg > UINT32_MAX / 2)) {
+		result_fail(res, "bad cell: keys are for stream, one sender");
+		return -1;
+	}
+	if (st.keys > 1 && (st.key_next = calloc(st.keys, sizeof(*st.key_next))) != NULL) {
+		for (i = 0; i < st.keys; i++) {
+			st.key_next[i] = i * st.records_per_msg;
+		}
+	}
 	st.next_seq = calloc(st.nsenders, sizeof(*st.next_seq));
 	st.sent = calloc(st.nsenders, sizeof(*st.sent));
 	sa = calloc(st.nsenders, sizeof(*sa));
-	if (st.next_seq == NULL || st.sent == NULL || sa == NULL) {
+	if (st.next_seq == NULL || st.sent == NULL || sa == NULL ||
+	    (st.keys > 1 && st.key_next == NULL)) {
 		result_fail(res, "out of memory");
 		goto out;
 	}
@@ -545,6 +586,7 @@ out:
 	}
 	hist_free(st.latency);
 	free(st.next_seq);
+	free(st.key_next);
 	free(st.sent);
 	free(sa);
 	return res->failed ? -1 : 0;

@@ -19,7 +19,7 @@ struct store {
 	sqlite3 *db;
 };
 
-static const char schema_v3[] = "CREATE TABLE runs (\n"
+static const char schema_v4[] = "CREATE TABLE runs (\n"
                                 "  id           INTEGER PRIMARY KEY,\n"
                                 "  started_at   TEXT NOT NULL,\n"
                                 "  finished_at  TEXT,\n"
@@ -66,7 +66,8 @@ static const char schema_v3[] = "CREATE TABLE runs (\n"
                                 "  cpu_s_per_gb    REAL,\n"
                                 "  spread          REAL,\n"
                                 "  repeat          INTEGER NOT NULL DEFAULT 0,\n"
-                                "  rate            REAL\n"
+                                "  rate            REAL,\n"
+                                "  keys            INTEGER NOT NULL DEFAULT 1\n"
                                 ");\n"
                                 "CREATE INDEX results_run ON results(run_id);\n";
 
@@ -92,6 +93,7 @@ static const struct {
     {3, "runs", "pid", "INTEGER"},
     {3, "results", "repeat", "INTEGER NOT NULL DEFAULT 0"},
     {3, "results", "rate", "REAL"},
+    {4, "results", "keys", "INTEGER NOT NULL DEFAULT 1"},
 };
 
 static int
@@ -172,7 +174,7 @@ migrate(store *st, int from, char *err, size_t err_len)
 	}
 	return exec(st,
 	            "CREATE INDEX IF NOT EXISTS results_run ON results(run_id);"
-	            "PRAGMA user_version = 3;",
+	            "PRAGMA user_version = 4;",
 	            err, err_len);
 }
 
@@ -202,8 +204,8 @@ set_up(store *st, char *err, size_t err_len)
 		return -1;
 	}
 	if (tables == 0) {
-		if (exec(st, schema_v3, err, err_len) != 0 ||
-		    exec(st, "PRAGMA user_version = 3", err, err_len) != 0) {
+		if (exec(st, schema_v4, err, err_len) != 0 ||
+		    exec(st, "PRAGMA user_version = 4", err, err_len) != 0) {
 			goto fail;
 		}
 	} else if (migrate(st, version, err, err_len) != 0) {
@@ -439,7 +441,7 @@ store_result(store *st, int64_t run_id, const struct cell *c, const struct cell_
 	            "payload_bytes, concurrency, batch_bytes, record_bytes, seconds, messages, "
 	            "records, bytes, records_per_s, bytes_per_s, link_share, lat_p50_us, "
 	            "lat_p99_us, lat_p999_us, lost, failed, error, cpu_s_per_gb, spread, repeat, "
-	            "rate) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	            "rate, keys) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	            &s, err, err_len) != 0) {
 		return -1;
 	}
@@ -479,6 +481,7 @@ store_result(store *st, int64_t run_id, const struct cell *c, const struct cell_
 	if (c->rate > 0) {
 		sqlite3_bind_double(s, 27, c->rate);
 	}
+	sqlite3_bind_int64(s, 28, c->keys > 0 ? c->keys : 1);
 	return step_done(st, s, err, err_len);
 }
 

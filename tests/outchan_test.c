@@ -1039,9 +1039,12 @@ test_room_or_grow_forced_within_budget(void **state)
 	fill(m, sizeof(m), 80);
 	x->budget.max = 16384;
 	oc = chan(x, 1, true, 8192, 1 << 20, 4096);
+	/* no buffer until the first message, which grows it up to ring_min */
+	assert_int_equal(oc->ring.cap, 0);
+	assert_int_equal(atomic_load(&x->budget.used), 0);
+	assert_int_equal(outchan_send(oc, 1, m, 3000, false, NULL), 0);
 	assert_int_equal(oc->ring.cap, 4096);
 	assert_int_equal(atomic_load(&x->budget.used), 4096);
-	assert_int_equal(outchan_send(oc, 1, m, 3000, false, NULL), 0);
 	assert_false(outchan_has_room(oc, 3000));
 	/* a peer that is neither stalled nor holding most of the ring: no */
 	assert_false(outchan_room_or_grow(oc, 3000, false));

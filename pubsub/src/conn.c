@@ -25,7 +25,7 @@
 #define OUT_INITIAL  4096
 #define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
 #define IOV_BATCH    256
-#define TOOK_MAX     64
+#define TOOK_MAX     128
 /*
  * On a long round trip, a blocked channel whose receiver keeps up jumps at
  * once to the window that carries FLOOR_RATE bytes a microsecond (25 MB/s),
@@ -164,26 +164,144 @@ struct batch {
 	int ntook;
 };
 
+/* ---- the lists of channels with something to write or keep (wlock) ---- */
+
+static void
+act_append(struct conn *c, struct outchan *oc)
+{
+	oc->act_next = NULL;
+	oc->act_prev = c->act_tail;
+	if (c->act_tail != NULL) {
+		c->act_tail->act_next = oc;
+	} else {
+		c->act_head = oc;
+	}
+	c->act_tail = oc;
+	c->nact++;
+	oc->on_act = true;
+}
+
+static void
+act_unlink(struct conn *c, struct outchan *oc)
+{
+	if (oc->act_prev != NULL) {
+		oc->act_prev->act_next = oc->act_next;
+	} else {
+		c->act_head = oc->act_next;
+	}
+	if (oc->act_next != NULL) {
+		oc->act_next->act_prev = oc->act_prev;
+	} else {
+		c->act_tail = oc->act_prev;
+	}
+	oc->act_next = oc->act_prev = NULL;
+	c->nact--;
+	oc->on_act = false;
+}
+
+/* Take the channels producers listed since the last look, oldest first. */
+static void
+take_ready(struct conn *c)
+{
+	struct outchan *oc = atomic_exchange(&c->ready.head, NULL), *rev = NULL;
+
+	while (oc != NULL) {
+		struct outchan *next = oc->ready_next;
+		oc->ready_next = rev;
+		rev = oc;
+		oc = next;
+	}
+	for (; rev != NULL; rev = rev->ready_next) {
+		act_append(c, rev);
+	}
+}
+
+/* Channels at the head with nothing left to send leave the list, up to
+ * the first that has something (enough to tell whether any has). */
+static void
+prune_active(struct conn *c)
+{
+	struct outchan *oc;
+
+	while ((oc = c->act_head) != NULL && outchan_unsent(oc) == 0) {
+		act_unlink(c, oc);
+		if (!outchan_unlist(oc)) {
+			act_append(c, oc); /* frames arrived meanwhile */
+			return;
+		}
+	}
+}
+
+static void
+kept_note(struct conn *c, struct outchan *oc)
+{
+	if (oc->on_kept || !oc->retain || atomic_load(&oc->sent) == 0) {
+		return;
+	}
+	oc->on_kept = true;
+	oc->kept_prev = NULL;
+	oc->kept_next = c->kept_head;
+	if (c->kept_head != NULL) {
+		c->kept_head->kept_prev = oc;
+	}
+	c->kept_head = oc;
+}
+
+static void
+kept_unlink(struct conn *c, struct outchan *oc)
+{
+	if (!oc->on_kept) {
+		return;
+	}
+	if (oc->kept_prev != NULL) {
+		oc->kept_prev->kept_next = oc->kept_next;
+	} else {
+		c->kept_head = oc->kept_next;
+	}
+	if (oc->kept_next != NULL) {
+		oc->kept_next->kept_prev = oc->kept_prev;
+	}
+	oc->kept_next = oc->kept_prev = NULL;
+	oc->on_kept = false;
+}
+
+/* Channels whose written frames were all acknowledged leave the kept list
+ * (only a write, under wlock, makes `sent` grow again). */
+static void
+prune_kept(struct conn *c)
+{
+	struct outchan *oc = c->kept_head, *next;
+
+	for (; oc != NULL; oc = next) {
+		next = oc->kept_next;
+		if (atomic_load(&oc->sent) == 0) {
+			kept_unlink(c, oc);
+		}
+	}
+}
+
 /* The socket is full: every channel with data waiting waits on the peer. */
 static void
 mark_choked(struct conn *c)
 {
 	uint64_t now = clock_ms();
 
-	for (int i = 0; i < c->nout; i++) {
-		if (outchan_unsent(c->outv[i]) > 0) {
-			outchan_mark_starved(c->outv[i], now);
+	for (struct outchan *oc = c->act_head; oc != NULL; oc = oc->act_next) {
+		if (outchan_unsent(oc) > 0) {
+			outchan_mark_starved(oc, now);
 		}
 	}
 }
 
+/* fresh: the batch has nothing of this channel yet (the first pass) */
 static void
-gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room, uint64_t now)
+gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room, uint64_t now,
+            bool fresh)
 {
 	size_t already = 0;
 	int k, nv;
 
-	for (k = 0; k < b->ntook; k++) {
+	for (k = fresh ? b->ntook : 0; k < b->ntook; k++) {
 		if (b->took[k] == oc) {
 			already = b->taken[k];
 			break;
@@ -208,13 +326,40 @@ gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room, uint
 	b->taken[k] += take;
 }
 
+/* outchan_take asked for a BLOCKED report: note the channel for
+ * tell_blocked, which then looks at these only. */
+static void
+note_want_blocked(struct conn *c, struct outchan *oc)
+{
+	if (!oc->want_blocked || oc->on_blocked) {
+		return;
+	}
+	if (c->nblocked == c->blocked_cap) {
+		int cap = c->blocked_cap ? c->blocked_cap * 2 : 16;
+		struct outchan **v = realloc(c->blockedv, (size_t)cap * sizeof(*v));
+		if (v == NULL) {
+			return; /* reported with the next shortage */
+		}
+		c->blockedv = v;
+		c->blocked_cap = cap;
+	}
+	c->blockedv[c->nblocked++] = oc;
+	oc->on_blocked = true;
+}
+
+static bool
+batch_full(const struct batch *b)
+{
+	return b->n > IOV_BATCH - 2 || b->ntook == TOOK_MAX;
+}
+
 /* Fill a batch: conn->out first, then a fair share of each channel. */
 static void
 gather(struct conn *c, struct batch *b)
 {
 	size_t budget = c->batch_max;
 	uint64_t now = clock_ms();
-	int active = 0;
+	int active = 0, visited = 0;
 
 	b->n = b->ntook = 0;
 	b->total = 0;
@@ -229,18 +374,32 @@ gather(struct conn *c, struct batch *b)
 	if (conn_state(c) != CONN_READY || b->total >= budget) {
 		return;
 	}
-	for (int i = 0; i < c->nout; i++) {
-		active += outchan_unsent(c->outv[i]) > 0;
-	}
+	take_ready(c);
+	active = c->nact;
 	for (int pass = 0; pass < 2 && active > 0 && b->total < budget; pass++) {
 		size_t share = (budget - b->total) / (size_t)active;
-		for (int i = 0; i < c->nout && b->total < budget; i++) {
-			struct outchan *oc = c->outv[(c->rr + i) % c->nout];
+		int seen = 0;
+		for (struct outchan *oc = c->act_head;
+		     oc != NULL && b->total < budget && !batch_full(b); oc = oc->act_next) {
 			gather_chan(b, oc, pass == 0 ? share : budget - b->total, budget - b->total,
-			            now);
+			            now, pass == 0);
+			note_want_blocked(c, oc);
+			seen++;
+		}
+		if (pass == 0) {
+			visited = seen;
 		}
 	}
-	c->rr = c->nout > 0 ? (c->rr + 1) % c->nout : 0;
+	/* round robin: the channels this batch looked at go to the back, so
+	 * the next batch starts with those it could not reach; those it
+	 * emptied leave the list (the list is not walked whole per batch) */
+	for (int i = 0; i < visited && c->act_head != NULL; i++) {
+		struct outchan *first = c->act_head;
+		act_unlink(c, first);
+		if (outchan_unsent(first) > 0 || !outchan_unlist(first)) {
+			act_append(c, first);
+		}
+	}
 }
 
 /* A channel's part of a write: a frame the socket cut moves to conn->out. */
@@ -259,6 +418,7 @@ settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written, ui
 		}
 	}
 	outchan_settle(oc, taken, end, written > 0, now);
+	kept_note(c, oc);
 }
 
 /* The socket took `written` bytes of the batch: release them. */
@@ -299,8 +459,9 @@ tell_blocked(struct conn *c)
 {
 	bool told = false;
 
-	for (int i = 0; i < c->nout; i++) {
-		struct outchan *oc = c->outv[i];
+	for (int i = 0; i < c->nblocked; i++) {
+		struct outchan *oc = c->blockedv[i];
+		oc->on_blocked = false;
 		if (!oc->want_blocked) {
 			continue;
 		}
@@ -313,6 +474,7 @@ tell_blocked(struct conn *c)
 			told = true;
 		}
 	}
+	c->nblocked = 0;
 	return told;
 }
 
@@ -366,6 +528,21 @@ flush_tls(struct conn *c, struct batch *b, bool *wrote)
 	return true;
 }
 
+/* A burst of control messages (a hundred thousand declarations) grew
+ * conn->out: once it is written, give the memory back. */
+static void
+shrink_out(struct conn *c)
+{
+	uint8_t *p;
+
+	if (c->out_len > 0 || c->out_cap <= (64u << 10) ||
+	    (p = realloc(c->out, OUT_INITIAL)) == NULL) {
+		return;
+	}
+	c->out = p;
+	c->out_cap = OUT_INITIAL;
+}
+
 static bool
 flush_locked(struct conn *c)
 {
@@ -387,6 +564,7 @@ flush_locked(struct conn *c)
 		}
 		if (b.total == 0) {
 			set_epollout(c, false);
+			shrink_out(c);
 			return wrote;
 		}
 		if (c->tls != NULL) {
@@ -639,10 +817,15 @@ conn_free(struct conn *c)
 		outchan_free(c->outv[i]);
 	}
 	free(c->outv);
+	free(c->blockedv);
+	hmap_free(&c->out_ids);
 	for (uint32_t i = 0; i < c->ins_cap; i++) {
-		inchan_free(c->ins[i], &c->reasm_budget);
+		inchan_free(conn_inchan(c, i), &c->reasm_budget);
 	}
-	free(c->ins);
+	for (uint32_t i = 0; i < c->ins_cap / CONN_INS_PAGE; i++) {
+		free(c->ins_pages[i]);
+	}
+	free(c->ins_pages);
 	free(c->dirty);
 	free(c->stalled);
 	tls_conn_free(c->tls);
@@ -673,11 +856,18 @@ conn_busy(const struct conn *c)
 size_t
 conn_queued(struct conn *c)
 {
-	size_t queued = c->out_len;
+	size_t queued;
 
-	for (int i = 0; i < c->nout; i++) {
-		queued += ring_used(&c->outv[i]->ring);
+	pthread_mutex_lock(&c->wlock);
+	queued = c->out_len;
+	take_ready(c);
+	for (struct outchan *oc = c->act_head; oc != NULL; oc = oc->act_next) {
+		queued += ring_used(&oc->ring);
 	}
+	for (struct outchan *oc = c->kept_head; oc != NULL; oc = oc->kept_next) {
+		queued += atomic_load(&oc->listed) ? 0 : ring_used(&oc->ring);
+	}
+	pthread_mutex_unlock(&c->wlock);
 	return queued;
 }
 
@@ -686,9 +876,12 @@ conn_tail_mark(struct conn *c)
 {
 	uint64_t mark = 0;
 
-	for (int i = 0; i < c->nout; i++) {
-		mark += atomic_load_explicit(&c->outv[i]->ring.tail, memory_order_relaxed);
+	pthread_mutex_lock(&c->wlock);
+	take_ready(c);
+	for (struct outchan *oc = c->act_head; oc != NULL; oc = oc->act_next) {
+		mark += atomic_load_explicit(&oc->ring.tail, memory_order_relaxed);
 	}
+	pthread_mutex_unlock(&c->wlock);
 	return mark;
 }
 
@@ -704,6 +897,7 @@ conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
 	                           .ring_min = 256u << 10,
 	                           .flush_lock = &c->wlock,
 	                           .budget = &c->budget,
+	                           .ready = &c->ready,
 	                           .ops = ops,
 	                           .arg = arg,
 	                           .owner = c,
@@ -733,9 +927,15 @@ conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
 		pthread_mutex_unlock(&c->wlock);
 		return NULL;
 	}
+	if (!hmap_put(&c->out_ids, hmap_hash_u64(oc->id), oc)) {
+		pthread_mutex_unlock(&c->wlock);
+		outchan_free(oc);
+		return NULL;
+	}
 	c->next_chan++;
 	m.u.open.channel = oc->id;
 	send_ctl_locked(c, &m);
+	oc->slot = c->nout;
 	c->outv[c->nout++] = oc;
 	pthread_mutex_unlock(&c->wlock);
 	return oc;
@@ -747,10 +947,26 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 	struct ctl_msg m = {.type = CTL_CLOSE};
 
 	pthread_mutex_lock(&c->wlock);
-	for (int i = 0; i < c->nout; i++) {
-		if (c->outv[i] == oc) {
-			c->outv[i] = c->outv[--c->nout];
-			break;
+	c->outv[oc->slot] = c->outv[--c->nout];
+	c->outv[oc->slot]->slot = oc->slot;
+	if (c->out_cap_v > 64 && c->nout < c->out_cap_v / 4) {
+		/* many keys came and went: give the table back */
+		struct outchan **v = realloc(c->outv, (size_t)(c->out_cap_v / 2) * sizeof(*v));
+		if (v != NULL) {
+			c->outv = v;
+			c->out_cap_v /= 2;
+		}
+	}
+	hmap_del(&c->out_ids, hmap_hash_u64(oc->id), oc);
+	take_ready(c); /* then a listed channel is on the list, not on ready */
+	if (oc->on_act) {
+		act_unlink(c, oc);
+	}
+	kept_unlink(c, oc);
+	for (int i = 0; oc->on_blocked && i < c->nblocked; i++) {
+		if (c->blockedv[i] == oc) {
+			c->blockedv[i] = c->blockedv[--c->nblocked];
+			oc->on_blocked = false;
 		}
 	}
 	if (tell && conn_state(c) == CONN_READY) {
@@ -761,21 +977,16 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 	outchan_free(oc);
 }
 
+static bool
+id_eq(const void *val, const void *key)
+{
+	return ((const struct outchan *)val)->id == *(const uint64_t *)key;
+}
+
 static struct outchan *
 outchan_by_id(struct conn *c, uint64_t id)
 {
-	for (int i = 0; i < c->nout; i++) {
-		if (c->outv[i]->id == id) {
-			return c->outv[i];
-		}
-	}
-	return NULL;
-}
-
-struct inchan *
-conn_inchan(struct conn *c, uint64_t id)
-{
-	return id < c->ins_cap ? c->ins[id] : NULL;
+	return hmap_find(&c->out_ids, hmap_hash_u64(id), id_eq, &id);
 }
 
 int
@@ -788,45 +999,56 @@ conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void
 		                   (unsigned long long)id);
 	}
 	if (id >= c->ins_cap) {
-		uint32_t cap = c->ins_cap ? c->ins_cap : 16;
-		while (cap <= id) {
-			cap *= 2;
+		uint32_t npages = c->ins_cap / CONN_INS_PAGE, want = npages ? npages : 4;
+		while ((uint64_t)want * CONN_INS_PAGE <= id) {
+			want *= 2;
 		}
-		struct inchan **p = realloc(c->ins, cap * sizeof(*p));
+		struct conn_ins_page **p = realloc(c->ins_pages, want * sizeof(*p));
 		if (p == NULL) {
 			return TERN_ENOMEM;
 		}
-		memset(p + c->ins_cap, 0, (cap - c->ins_cap) * sizeof(*p));
-		c->ins = p;
-		c->ins_cap = cap;
+		memset(p + npages, 0, (want - npages) * sizeof(*p));
+		c->ins_pages = p;
+		c->ins_cap = want * CONN_INS_PAGE;
 	}
-	if (c->ins[id] != NULL) {
+	struct conn_ins_page **page = &c->ins_pages[id / CONN_INS_PAGE];
+	if (*page == NULL && (*page = calloc(1, sizeof(**page))) == NULL) {
+		return TERN_ENOMEM;
+	}
+	if ((*page)->v[id % CONN_INS_PAGE] != NULL) {
 		return tern__error(TERN_EPROTO, "channel %llu opened twice",
 		                   (unsigned long long)id);
 	}
-	rc = inchan_new(&c->ins[id], (uint32_t)id, c->env->window_init, c->env->window_max, ops,
-	                arg, c);
+	rc = inchan_new(&(*page)->v[id % CONN_INS_PAGE], (uint32_t)id, c->env->window_init,
+	                c->env->window_max, ops, arg, c);
+	if (rc == 0) {
+		(*page)->n++;
+	} else if ((*page)->n == 0) {
+		free(*page);
+		*page = NULL;
+	}
 	return rc;
 }
 
+/* A list of receive channels; *on says whether in is on it, so that
+ * adding costs nothing per frame and removing scans only when needed. */
 static void
-list_remove(struct inchan **v, uint32_t *n, const struct inchan *in)
+list_remove(struct inchan **v, uint32_t *n, struct inchan *in, bool *on)
 {
-	for (uint32_t i = 0; i < *n; i++) {
+	for (uint32_t i = 0; *on && i < *n; i++) {
 		if (v[i] == in) {
 			v[i] = v[--*n];
-			return;
+			break;
 		}
 	}
+	*on = false;
 }
 
 static bool
-list_add(struct inchan ***v, uint32_t *n, uint32_t *cap, struct inchan *in)
+list_add(struct inchan ***v, uint32_t *n, uint32_t *cap, struct inchan *in, bool *on)
 {
-	for (uint32_t i = 0; i < *n; i++) {
-		if ((*v)[i] == in) {
-			return true;
-		}
+	if (*on) {
+		return true;
 	}
 	if (*n == *cap) {
 		uint32_t nc = *cap ? *cap * 2 : 16;
@@ -838,15 +1060,21 @@ list_add(struct inchan ***v, uint32_t *n, uint32_t *cap, struct inchan *in)
 		*cap = nc;
 	}
 	(*v)[(*n)++] = in;
+	*on = true;
 	return true;
 }
 
 void
 conn_close_inchan(struct conn *c, struct inchan *in)
 {
-	list_remove(c->stalled, &c->nstalled, in);
-	list_remove(c->dirty, &c->ndirty, in);
-	c->ins[in->id] = NULL;
+	list_remove(c->stalled, &c->nstalled, in, &in->on_stalled);
+	list_remove(c->dirty, &c->ndirty, in, &in->on_dirty);
+	struct conn_ins_page **page = &c->ins_pages[in->id / CONN_INS_PAGE];
+	(*page)->v[in->id % CONN_INS_PAGE] = NULL;
+	if (--(*page)->n == 0) {
+		free(*page);
+		*page = NULL;
+	}
 	inchan_free(in, &c->reasm_budget);
 }
 
@@ -862,8 +1090,8 @@ note_ack(struct conn *c, struct inchan *in)
 {
 	/* without memory for the list, the channel is acknowledged after its
 	 * next frame instead */
-	if (in->dirty && (c->ndirty == 0 || c->dirty[c->ndirty - 1] != in)) {
-		list_add(&c->dirty, &c->ndirty, &c->dirty_cap, in);
+	if (in->dirty) {
+		list_add(&c->dirty, &c->ndirty, &c->dirty_cap, in, &in->on_dirty);
 	}
 }
 
@@ -876,6 +1104,7 @@ flush_acks(struct conn *c)
 		struct ctl_msg m = {.type = CTL_CREDIT};
 		struct inchan *in = c->dirty[i];
 
+		in->on_dirty = false;
 		if (in->blocked_unweighed && c->rtt_us > 0) {
 			inchan_blocked(in, c->rtt_us, window_floor(c));
 		}
@@ -888,6 +1117,11 @@ flush_acks(struct conn *c)
 		conn_send_ctl(c, &m);
 	}
 	c->ndirty = 0;
+	if (c->dirty_cap > 1024) {
+		free(c->dirty); /* many channels at once (a backlog let go): not kept */
+		c->dirty = NULL;
+		c->dirty_cap = 0;
+	}
 }
 
 static struct inchan_limits
@@ -911,6 +1145,9 @@ conn_retry_stalled(struct conn *c)
 		note_ack(c, in);
 		if (rc < 0) {
 			conn_fail(c, tern_last_error());
+			for (uint32_t k = 0; k < c->nstalled; k++) {
+				c->stalled[k]->on_stalled = false;
+			}
 			c->nstalled = 0;
 			progress = true;
 			break;
@@ -919,8 +1156,14 @@ conn_retry_stalled(struct conn *c)
 			i++;
 			continue;
 		}
+		in->on_stalled = false;
 		c->stalled[i] = c->stalled[--c->nstalled];
 		progress = true;
+	}
+	if (c->nstalled == 0 && c->stalled_cap > 1024) {
+		free(c->stalled); /* many channels were stalled at once: not kept */
+		c->stalled = NULL;
+		c->stalled_cap = 0;
 	}
 	flush_acks(c);
 	return progress;
@@ -945,7 +1188,7 @@ on_data(struct conn *c, const struct wire_frame *f, size_t hlen, const uint8_t *
 	}
 	rc = inchan_receive(in, f, hlen, payload, &lim);
 	note_ack(c, in);
-	if (rc == 0 && !list_add(&c->stalled, &c->nstalled, &c->stalled_cap, in)) {
+	if (rc == 0 && !list_add(&c->stalled, &c->nstalled, &c->stalled_cap, in, &in->on_stalled)) {
 		return tern__error(TERN_ENOMEM, "no memory to hold a stalled channel");
 	}
 	return rc < 0 ? rc : 0;
@@ -1030,7 +1273,7 @@ static void
 weigh_early_blocked(struct conn *c)
 {
 	for (uint32_t i = 0; i < c->ins_cap; i++) {
-		struct inchan *in = c->ins[i];
+		struct inchan *in = conn_inchan(c, i);
 		if (in != NULL && in->blocked_unweighed) {
 			inchan_blocked(in, c->rtt_us, window_floor(c));
 			note_ack(c, in);
@@ -1320,6 +1563,9 @@ on_readable(struct conn *c)
 		}
 		c->rlen += (size_t)n;
 		c->last_rx_ms = clock_ms();
+		if ((size_t)n > c->rpeak) {
+			c->rpeak = (size_t)n;
+		}
 		bool filled = c->rlen == c->rcap;
 		int prc = parse(c);
 		flush_acks(c);
@@ -1401,21 +1647,53 @@ conn_reap_failed_write(struct conn *c)
 	conn_fail(c, why);
 }
 
+/* A read buffer grown for a burst goes back to its first size once the
+ * reads since the last look fit a quarter of it: an idle connection
+ * holds little. */
+static void
+shrink_rbuf(struct conn *c)
+{
+	uint8_t *p;
+
+	if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL && c->rpeak < c->rcap / 4 &&
+	    (p = realloc(c->rbuf, READ_INITIAL)) != NULL) {
+		c->rbuf = p;
+		c->rcap = READ_INITIAL;
+	}
+	c->rpeak = 0;
+}
+
 /* A peer that takes nothing for slow_consumer_ms is dropped. */
 static bool
 drop_slow(struct conn *c, uint64_t now)
 {
 	uint64_t limit = c->env->cfg->slow_consumer_ms;
+	const struct outchan *slow = NULL;
 	char why[200];
 
-	for (int i = 0; i < c->nout; i++) {
-		struct outchan *oc = c->outv[i];
-		if (!outchan_stalled_for(oc, now, limit)) {
-			continue;
-		}
+	/* A look walks every channel holding data, which may be a hundred
+	 * thousand: a few looks per slow_consumer_ms, not one per tick, find a
+	 * stalled peer soon enough. */
+	if (clock_since(now, c->slow_check_ms) < limit / 8) {
+		return false;
+	}
+	c->slow_check_ms = now;
+	/* only a channel with data unsent or unacknowledged can be stalled */
+	pthread_mutex_lock(&c->wlock);
+	take_ready(c);
+	for (struct outchan *oc = c->act_head; oc != NULL && slow == NULL; oc = oc->act_next) {
+		slow = outchan_stalled_for(oc, now, limit) ? oc : NULL;
+	}
+	for (struct outchan *oc = c->kept_head; oc != NULL && slow == NULL; oc = oc->kept_next) {
+		slow = outchan_stalled_for(oc, now, limit) ? oc : NULL;
+	}
+	if (slow != NULL) {
 		snprintf(why, sizeof(why),
 		         "slow consumer: '%s' took nothing for %llu ms (slow_consumer_ms)",
-		         oc->label, (unsigned long long)limit);
+		         slow->label, (unsigned long long)limit);
+	}
+	pthread_mutex_unlock(&c->wlock);
+	if (slow != NULL) {
 		log_line(c->env->log, TERN_LOG_WARN, "dropping %s (%s): %s", c->peer_id,
 		         c->endpoint, why);
 		atomic_store(&c->kill, 1);
@@ -1426,7 +1704,7 @@ drop_slow(struct conn *c, uint64_t now)
 }
 
 uint64_t
-conn_next_timer(const struct conn *c)
+conn_next_timer(struct conn *c)
 {
 	const tern_config *cfg = c->env->cfg;
 	uint64_t keepalive =
@@ -1438,12 +1716,15 @@ conn_next_timer(const struct conn *c)
 	    c->nstalled > 0) {
 		return 0;
 	}
-	for (int i = 0; i < c->nout; i++) {
-		if (ring_used(&c->outv[i]->ring) > 0) {
-			return 0; /* a waiting publisher needs the slow-consumer check */
-		}
-	}
-	return ping < silent ? ping : silent;
+	/* data unsent or unacknowledged: a waiting publisher needs the
+	 * slow-consumer check */
+	pthread_mutex_lock(&c->wlock);
+	take_ready(c);
+	prune_active(c);
+	prune_kept(c);
+	bool held = c->act_head != NULL || c->kept_head != NULL;
+	pthread_mutex_unlock(&c->wlock);
+	return held ? 0 : ping < silent ? ping : silent;
 }
 
 void
@@ -1474,6 +1755,7 @@ conn_timers(struct conn *c, uint64_t now)
 	if (drop_slow(c, now)) {
 		return;
 	}
+	shrink_rbuf(c);
 	if (clock_since(now, c->last_ping_ms) >= cfg->keepalive_ms) {
 		struct ctl_msg m = {.type = CTL_PING};
 		m.u.token = clock_us(); /* microseconds: the PONG gives the round trip */

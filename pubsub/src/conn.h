@@ -38,6 +38,7 @@
 
 #include "control.h"
 #include "endpoint.h"
+#include "hmap.h"
 #include "inchan.h"
 #include "log.h"
 #include "outchan.h"
@@ -53,6 +54,12 @@ struct conn_env {
 };
 
 struct conn;
+
+#define CONN_INS_PAGE 256
+struct conn_ins_page {
+	uint32_t n;
+	struct inchan *v[CONN_INS_PAGE];
+};
 
 struct conn_ops {
 	/* The handshake is done: the connection carries traffic. */
@@ -96,7 +103,8 @@ struct conn {
 	uint64_t peer_keepalive_ms;
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
-	uint64_t rtt_us; /* shortest round trip seen by PING/PONG, 0 until measured */
+	uint64_t slow_check_ms; /* when the channels were last looked at for a slow consumer */
+	uint64_t rtt_us;        /* shortest round trip seen by PING/PONG, 0 until measured */
 	/* I/O thread: the peer's wall clock minus ours, in microseconds, from
 	 * the PONG with the shortest round trip (offset_rtt_us, 0: none yet);
 	 * accurate to half that round trip */
@@ -115,10 +123,24 @@ struct conn {
 	struct outchan_budget budget;      /* what the send rings may hold */
 
 	struct outchan **outv; /* under wlock */
-	int nout, out_cap_v, rr;
+	int nout, out_cap_v;
+	struct hmap out_ids; /* I/O thread: the send channels by id */
+	/* The send channels with data to write (under wlock, plus `ready`,
+	 * where producers list channels newly), and those that keep written
+	 * frames until the peer acknowledges them (under wlock): a flush and
+	 * the timers look at these, not at every channel. */
+	struct outchan_ready ready;
+	struct outchan *act_head, *act_tail;
+	int nact;
+	struct outchan *kept_head;
+	struct outchan **blockedv; /* under wlock: channels that want a BLOCKED report */
+	int nblocked, blocked_cap;
 	uint32_t next_chan;
-	struct inchan **ins;
-	uint32_t ins_cap;
+	/* receive channels by id, in pages of CONN_INS_PAGE allocated while
+	 * one of their ids is open: ids only grow, and a table indexed by
+	 * them would keep the size of every channel ever opened */
+	struct conn_ins_page **ins_pages;
+	uint32_t ins_cap;      /* ids below this have a place in ins_pages */
 	struct inchan **dirty; /* channels to acknowledge after this read */
 	uint32_t ndirty, dirty_cap;
 	struct inchan **stalled; /* channels with a backlog */
@@ -126,6 +148,7 @@ struct conn {
 
 	uint8_t *rbuf;
 	size_t rlen, rcap, rmax;
+	size_t rpeak; /* the largest read since the timers last looked */
 	bool got_preamble, got_hello;
 
 	_Atomic uint64_t batches, batch_bytes, batch_largest, messages_in, bytes_in;
@@ -145,7 +168,7 @@ void conn_timers(struct conn *c, uint64_t now_ms);
 /* When conn_timers next has work to do (clock_ms), or 0 while anything is
  * under way on the connection: a handshake, data in a ring (unsent or
  * unacknowledged), a backlog, a failed write. */
-uint64_t conn_next_timer(const struct conn *c);
+uint64_t conn_next_timer(struct conn *c);
 /* Close a connection whose write failed on any thread. */
 void conn_reap_failed_write(struct conn *c);
 /* Offer the backlogs again; true if any emptied. */
@@ -191,7 +214,16 @@ struct outchan *conn_open_outchan(struct conn *c, const struct ctl_msg *open, bo
 void conn_close_outchan(struct conn *c, struct outchan *oc, bool tell);
 /* A receive channel for an OPEN; TERN_EPROTO for a bad or reused id. */
 int conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void *arg);
-struct inchan *conn_inchan(struct conn *c, uint64_t id);
+static inline struct inchan *
+conn_inchan(struct conn *c, uint64_t id)
+{
+	struct conn_ins_page *p;
+
+	if (id >= c->ins_cap || (p = c->ins_pages[id / CONN_INS_PAGE]) == NULL) {
+		return NULL;
+	}
+	return p->v[id % CONN_INS_PAGE];
+}
 void conn_close_inchan(struct conn *c, struct inchan *in);
 
 #endif

@@ -68,7 +68,9 @@ backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total
 		need = in->blen + BACKLOG_HDR + len;
 	}
 	if (need > in->bcap) {
-		size_t cap = in->bcap ? in->bcap : 65536;
+		/* from a few hundred bytes: with many keys, many channels hold a
+		 * message or two each while their subscriber catches up */
+		size_t cap = in->bcap ? in->bcap : 256;
 		while (cap < need) {
 			cap *= 2;
 		}
@@ -255,6 +257,10 @@ inchan_retry(struct inchan *in, const struct inchan_limits *lim)
 	}
 	in->boff = in->blen = 0;
 	in->stalled = false;
+	/* empty again: the memory goes back (a stall is not per message) */
+	free(in->backlog);
+	in->backlog = NULL;
+	in->bcap = 0;
 	return 1;
 }
 

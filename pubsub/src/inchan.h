@@ -76,6 +76,9 @@ struct inchan {
 	 * round trip timed, or none of its data consumed since the last
 	 * report): weigh it at the next acknowledgement that has */
 	bool blocked_unweighed;
+	/* the connection's: on its list of channels to acknowledge, of
+	 * channels with a backlog */
+	bool on_dirty, on_stalled;
 };
 
 /* Limits a frame is held to: the node's max_message_bytes, and what the

@@ -31,10 +31,9 @@ outchan_new(struct outchan **out, const struct outchan_params *p)
 	if (oc == NULL) {
 		return TERN_ENOMEM;
 	}
-	if (ring_init(&oc->ring, p->ring_min) != 0) {
-		free(oc);
-		return TERN_ENOMEM;
-	}
+	/* the ring is allocated by the first message (see outchan_has_room): a
+	 * declared key that carries nothing costs no buffer */
+	oc->ring_min = p->ring_min;
 	oc->id = p->id;
 	oc->retain = p->reliable;
 	oc->frame_max = p->frame_max > 0 ? p->frame_max : 1;
@@ -44,6 +43,7 @@ outchan_new(struct outchan **out, const struct outchan_params *p)
 	oc->ops = p->ops;
 	oc->arg = p->arg;
 	oc->owner = p->owner;
+	oc->ready = p->ready;
 	oc->label = p->label != NULL ? p->label : "";
 	atomic_init(&oc->credit, (int64_t)p->peer_window);
 	atomic_init(&oc->sent, 0);
@@ -74,9 +74,53 @@ framed_len(const struct outchan *oc, size_t len)
 }
 
 bool
-outchan_has_room(struct outchan *oc, size_t len)
+outchan_has_space(struct outchan *oc, size_t len)
 {
 	return ring_has_space(&oc->ring, framed_len(oc, len));
+}
+
+/*
+ * A ring starts empty and doubles, from RING_CAP_FIRST, to the size it
+ * needs up to ring_min: its first buffer whatever the budget (a channel
+ * must be able to carry a message), the later ones within it. Many keys
+ * with a message or two in flight each then hold a few hundred bytes, not
+ * ring_min each.
+ */
+static bool
+grow_to_min(struct outchan *oc, size_t need)
+{
+	size_t used = ring_used(&oc->ring), cap = oc->ring.cap ? oc->ring.cap : RING_CAP_FIRST, old;
+	int rc;
+
+	if (oc->ring.cap >= oc->ring_min) {
+		return false;
+	}
+	while (cap < used + need) {
+		cap *= 2;
+	}
+	if (cap > oc->ring_min && oc->ring.cap > 0) {
+		return false; /* beyond ring_min: grow()'s rules */
+	}
+	if (oc->ring.cap > 0 &&
+	    atomic_load(&oc->budget->used) + (cap - oc->ring.cap) > oc->budget->max) {
+		return false;
+	}
+	pthread_mutex_lock(oc->flush_lock);
+	old = oc->ring.cap;
+	rc = ring_grow(&oc->ring, cap);
+	pthread_mutex_unlock(oc->flush_lock);
+	if (rc != 0) {
+		return false;
+	}
+	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
+	return true;
+}
+
+bool
+outchan_has_room(struct outchan *oc, size_t len)
+{
+	return ring_has_space(&oc->ring, framed_len(oc, len)) ||
+	       grow_to_min(oc, framed_len(oc, len));
 }
 
 /*
@@ -95,6 +139,9 @@ grow(struct outchan *oc, size_t need, bool for_window)
 
 	if (!oc->retain) {
 		return false; /* best effort drops rather than queues */
+	}
+	if (cap == 0) {
+		cap = RING_CAP_FIRST;
 	}
 	while (cap < used + need) {
 		if (cap > oc->budget->max) {
@@ -160,6 +207,44 @@ note_jump(struct outchan *oc, uint64_t seq)
 	oc->jump_from[k] = oc->last_seq;
 }
 
+/*
+ * Frames were queued: list the channel for its connection's next flush,
+ * unless it is listed. The fence orders the frames (the ring's tail) before
+ * the look at `listed`, as outchan_unlist orders its clearing of `listed`
+ * before its look at the tail: of a producer that sees the channel listed
+ * and a flush that unlists it, one sees the other's change, so no frame is
+ * left on an unlisted channel.
+ */
+static void
+note_ready(struct outchan *oc)
+{
+	struct outchan *head;
+
+	if (oc->ready == NULL) {
+		return;
+	}
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&oc->listed, memory_order_relaxed) ||
+	    atomic_exchange(&oc->listed, true)) {
+		return;
+	}
+	head = atomic_load_explicit(&oc->ready->head, memory_order_relaxed);
+	do {
+		oc->ready_next = head;
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &oc->ready->head, &head, oc, memory_order_release, memory_order_relaxed));
+}
+
+bool
+outchan_unlist(struct outchan *oc)
+{
+	atomic_store(&oc->listed, false);
+	if (outchan_unsent(oc) == 0 || atomic_exchange(&oc->listed, true)) {
+		return true; /* empty, or a producer listed it again (on ready) */
+	}
+	return false;
+}
+
 static void
 put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload)
 {
@@ -168,6 +253,7 @@ put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload
 
 	oc->ops->queued(oc->owner, oc, hlen + (size_t)f->len, true);
 	ring_put(&oc->ring, hdr, hlen, payload, (size_t)f->len);
+	note_ready(oc);
 	oc->ops->queued(oc->owner, oc, hlen + (size_t)f->len, false);
 }
 
@@ -588,6 +674,7 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 
 	if (f->len <= oc->frame_max) {
 		ring_put(&oc->ring, hdr, wire_header_encode(hdr, f), payload, (size_t)f->len);
+		note_ready(oc);
 		return;
 	}
 	if (f->type == WIRE_DATA) { /* one message: a first chunk that is also the last */
@@ -611,6 +698,7 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 		ring_put(&oc->ring, hdr, wire_header_encode(hdr, &p), payload + off, (size_t)n);
 		off += n;
 	} while (off < g.len);
+	note_ready(oc);
 }
 
 int

@@ -42,6 +42,13 @@ struct outchan_budget {
 	uint64_t max;
 };
 
+/* A connection's channels that have frames to write, newly: a producer
+ * that queues on a channel not listed yet pushes it here (lock-free, any
+ * thread); whoever flushes the connection takes them all. */
+struct outchan_ready {
+	struct outchan *_Atomic head;
+};
+
 struct outchan_ops {
 	/* Room may have opened, or the channel broke: a publisher waiting for
 	 * room looks again. Any thread; must not block. */
@@ -68,9 +75,10 @@ struct outchan_params {
 	pthread_mutex_t *flush_lock;
 	struct outchan_budget *budget;
 	const struct outchan_ops *ops;
-	void *arg;         /* for ops->wake: the session's source */
-	void *owner;       /* for ops->queued: the connection */
-	const char *label; /* the key, for messages; must outlive the channel */
+	void *arg;                   /* for ops->wake: the session's source */
+	void *owner;                 /* for ops->queued: the connection */
+	struct outchan_ready *ready; /* where the channel is listed when it has data */
+	const char *label;           /* the key, for messages; must outlive the channel */
 };
 
 #define OUTCHAN_JUMPS 16
@@ -85,8 +93,9 @@ struct outchan {
 	const struct outchan_ops *ops;
 	void *arg, *owner;
 	const char *label;
+	size_t ring_min;
 
-	struct ring ring;
+	struct ring ring;         /* empty (cap 0) until the first message */
 	_Atomic int64_t credit;   /* bytes the receiver still accepts */
 	atomic_int broken;        /* enum outchan_broken */
 	atomic_bool detached;     /* no longer routed: the session closes it */
@@ -110,6 +119,22 @@ struct outchan {
 
 	/* producer-side counters: one writer at a time, read by any thread */
 	_Atomic uint64_t messages, bytes, dropped;
+
+	/* Listing: a channel with unsent frames is on its connection's list
+	 * (or pushed on `ready` for it), so that a flush looks at the channels
+	 * with data, not at every channel. `listed` is set by whoever lists
+	 * it and cleared only by the connection, under flush_lock, when the
+	 * channel has nothing left to send. */
+	struct outchan_ready *ready;
+	atomic_bool listed;
+	struct outchan *ready_next;
+	/* the connection's, under flush_lock: its list of channels with data
+	 * to send, its list of channels that keep written frames until
+	 * acknowledged, and the channel's place in its table */
+	struct outchan *act_next, *act_prev;
+	struct outchan *kept_next, *kept_prev;
+	bool on_act, on_kept, on_blocked;
+	int slot;
 };
 
 int outchan_new(struct outchan **out, const struct outchan_params *p);
@@ -123,8 +148,12 @@ outchan_unsent(struct outchan *oc)
 
 /* ---- producer ---- */
 
-/* Room for a message of len bytes as it would be framed here. */
+/* Room for a message of len bytes as it would be framed here, the ring
+ * grown for it while it is smaller than ring_min (takes flush_lock). */
 bool outchan_has_room(struct outchan *oc, size_t len);
+/* The same without growing: for a caller that holds a lock that comes
+ * after flush_lock. */
+bool outchan_has_space(struct outchan *oc, size_t len);
 /* Room, or the ring grown for it where the queue may grow: the window
  * outgrew the ring, or the peer is stalled (see outchan.c); force: grow
  * within the budget whatever the peer does (a producer that cannot wait). */
@@ -189,6 +218,10 @@ size_t outchan_take(struct outchan *oc, size_t already, size_t limit, size_t roo
 size_t outchan_cut_end(struct outchan *oc, size_t taken, size_t written);
 void outchan_copy_cut(struct outchan *oc, size_t from, uint8_t *out, size_t len);
 void outchan_settle(struct outchan *oc, size_t taken, size_t done, bool wrote, uint64_t now_ms);
+/* After outchan_take finds nothing more to send on a listed channel: unlist
+ * it. False when frames arrived meanwhile (it stays listed). */
+bool outchan_unlist(struct outchan *oc);
+
 /* Data waits on the peer (no credit, or a full socket) from now on. */
 void outchan_mark_starved(struct outchan *oc, uint64_t now_ms);
 

@@ -54,7 +54,8 @@ ring_free(struct ring *r)
 int
 ring_grow(struct ring *r, size_t min_cap)
 {
-	size_t cap = capacity_for(r->cap, min_cap), used = ring_used(r);
+	/* a ring never allocated (cap 0) starts at RING_CAP_FIRST */
+	size_t cap = capacity_for(r->cap ? r->cap : RING_CAP_FIRST, min_cap), used = ring_used(r);
 	uint8_t *buf;
 
 	if (cap == 0) {
@@ -70,7 +71,9 @@ ring_grow(struct ring *r, size_t min_cap)
 	if (buf == NULL) {
 		return TERN_ENOMEM;
 	}
-	ring_peek(r, 0, buf, used);
+	if (used > 0) {
+		ring_peek(r, 0, buf, used);
+	}
 	free(r->buf);
 	r->buf = buf;
 	r->cap = cap;

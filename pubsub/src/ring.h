@@ -50,6 +50,10 @@ bool ring_has_space(struct ring *r, size_t n);
 /* Copy a then b (either may be empty) at the tail; the caller checked the space. */
 void ring_put(struct ring *r, const void *a, size_t alen, const void *b, size_t blen);
 
+/* A ring may also start empty (zeroed: cap 0, no buffer; it has no space)
+ * and be given its buffer by its first ring_grow, from this size up. */
+#define RING_CAP_FIRST 256
+
 /* Grow to hold at least min_cap bytes, keeping the contents. Only while
  * neither side is using the ring (the caller holds both sides' locks).
  * TERN_ENOMEM, the ring unchanged, as for ring_init. */

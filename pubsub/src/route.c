@@ -7,20 +7,38 @@
 #include "keyexpr.h"
 #include "route.h"
 
+struct id_key {
+	const char *origin;
+	size_t olen;
+	uint64_t id;
+};
+
+static uint64_t
+id_hash(const char *origin, size_t olen, uint64_t id)
+{
+	return hmap_hash(origin, olen, hmap_hash_u64(id));
+}
+
+static bool
+id_eq(const void *val, const void *key)
+{
+	const struct interest *i = val;
+	const struct id_key *k = key;
+
+	return i->sub_id == k->id && strlen(i->origin) == k->olen &&
+	       memcmp(i->origin, k->origin, k->olen) == 0;
+}
+
 struct interest *
 route_find(const struct route_table *t, const char *origin, size_t olen, uint64_t id)
 {
-	for (struct interest *i = t->head; i != NULL; i = i->next) {
-		if (i->sub_id == id && strlen(i->origin) == olen &&
-		    memcmp(i->origin, origin, olen) == 0) {
-			return i;
-		}
-	}
-	return NULL;
+	struct id_key k = {origin, olen, id};
+
+	return hmap_find(&t->by_id, id_hash(origin, olen, id), id_eq, &k);
 }
 
-static void
-interest_free(struct interest *i)
+void
+route_free(struct interest *i)
 {
 	free(i->origin);
 	free(i->keyexpr);
@@ -42,25 +60,47 @@ route_add(struct route_table *t, const char *origin, size_t olen, uint64_t id, c
 	i->ke_len = ke_len;
 	i->sub_id = id;
 	i->hops = hops;
-	if (i->origin == NULL || i->keyexpr == NULL) {
-		interest_free(i);
+	i->hash = id_hash(origin, olen, id);
+	if (i->origin == NULL || i->keyexpr == NULL || !hmap_put(&t->by_id, i->hash, i)) {
+		route_free(i);
+		return NULL;
+	}
+	if (ketree_add(&t->by_key, ke, ke_len, i) != 0) {
+		hmap_del(&t->by_id, i->hash, i);
+		route_free(i);
 		return NULL;
 	}
 	i->next = t->head;
+	if (t->head != NULL) {
+		t->head->prev = i;
+	}
 	t->head = i;
+	t->n++;
 	return i;
+}
+
+void
+route_detach(struct route_table *t, struct interest *i)
+{
+	hmap_del(&t->by_id, i->hash, i);
+	ketree_remove(&t->by_key, i->keyexpr, i->ke_len, i);
+	if (i->prev != NULL) {
+		i->prev->next = i->next;
+	} else {
+		t->head = i->next;
+	}
+	if (i->next != NULL) {
+		i->next->prev = i->prev;
+	}
+	i->next = i->prev = NULL;
+	t->n--;
 }
 
 void
 route_remove(struct route_table *t, struct interest *dead)
 {
-	for (struct interest **pp = &t->head; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == dead) {
-			*pp = dead->next;
-			break;
-		}
-	}
-	interest_free(dead);
+	route_detach(t, dead);
+	route_free(dead);
 }
 
 bool
@@ -72,7 +112,7 @@ route_from_add(struct interest *i, void *peer)
 		}
 	}
 	if (i->nfrom == i->from_cap) {
-		int cap = i->from_cap ? i->from_cap * 2 : 2;
+		int cap = i->from_cap ? i->from_cap * 2 : 1;
 		void **p = realloc(i->from, (size_t)cap * sizeof(*p));
 		if (p == NULL) {
 			return false;
@@ -98,16 +138,48 @@ route_from_remove(struct interest *i, void *peer)
 	return false;
 }
 
-bool
-route_wants(const struct route_table *t, const void *peer, const char *key, size_t key_len)
+struct visit_args {
+	void (*fn)(void *arg, struct interest *i);
+	void *arg;
+};
+
+static void
+visit_one(void *arg, void *val)
 {
-	for (const struct interest *i = t->head; i != NULL; i = i->next) {
-		if (i->nfrom > 0 && i->from[0] == peer &&
-		    tern__keyexpr_match(i->keyexpr, i->ke_len, key, key_len)) {
-			return true;
-		}
-	}
-	return false;
+	struct visit_args *a = arg;
+
+	a->fn(a->arg, val);
+}
+
+void
+route_visit(struct route_table *t, const char *key, size_t key_len,
+            void (*fn)(void *arg, struct interest *i), void *arg)
+{
+	struct visit_args a = {fn, arg};
+
+	ketree_visit(&t->by_key, key, key_len, visit_one, &a);
+}
+
+struct wants_args {
+	const void *peer;
+	bool yes;
+};
+
+static void
+wants_one(void *arg, struct interest *i)
+{
+	struct wants_args *a = arg;
+
+	a->yes |= i->nfrom > 0 && i->from[0] == a->peer;
+}
+
+bool
+route_wants(struct route_table *t, const void *peer, const char *key, size_t key_len)
+{
+	struct wants_args a = {peer, false};
+
+	route_visit(t, key, key_len, wants_one, &a);
+	return a.yes;
 }
 
 void
@@ -116,6 +188,9 @@ route_free_all(struct route_table *t)
 	while (t->head != NULL) {
 		struct interest *i = t->head;
 		t->head = i->next;
-		interest_free(i);
+		route_free(i);
 	}
+	hmap_free(&t->by_id);
+	ketree_free(&t->by_key);
+	t->n = 0;
 }

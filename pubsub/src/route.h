@@ -7,6 +7,10 @@
  * goes only toward the first (from[0]), so the first-heard links form a
  * tree toward the subscriber.
  *
+ * Interests are found by (origin, sub id) through a hash index, and by
+ * key through a key expression tree (ketree.h): what a publication's key
+ * reaches costs the interests that match it, not the number of interests.
+ *
  * Pure: peers and local subscribers are opaque pointers that the caller
  * owns; no locks, no I/O. The session calls it on the I/O thread.
  */
@@ -17,6 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hmap.h"
+#include "ketree.h"
+
 struct interest {
 	char *origin;
 	uint64_t sub_id;
@@ -26,11 +33,15 @@ struct interest {
 	void *local; /* this node's subscriber, or NULL */
 	void **from; /* peers that declared it; from[0] is the route toward it */
 	int nfrom, from_cap;
-	struct interest *next;
+	uint64_t hash; /* of (origin, sub_id), in by_id */
+	struct interest *next, *prev;
 };
 
 struct route_table {
-	struct interest *head;
+	struct interest *head; /* every interest, newest first */
+	size_t n;
+	struct hmap by_id;    /* by (origin, sub_id) */
+	struct ketree by_key; /* by key expression */
 };
 
 struct interest *route_find(const struct route_table *t, const char *origin, size_t olen,
@@ -40,12 +51,19 @@ struct interest *route_add(struct route_table *t, const char *origin, size_t ole
                            const char *ke, size_t ke_len, uint64_t hops);
 /* Unlink and free. */
 void route_remove(struct route_table *t, struct interest *i);
+/* Unlink only (it is found no more); free it later with route_free. */
+void route_detach(struct route_table *t, struct interest *i);
+void route_free(struct interest *i);
 /* A peer declared it (again: no change); false without memory. */
 bool route_from_add(struct interest *i, void *peer);
 /* The peer no longer declares it; false if it did not. */
 bool route_from_remove(struct interest *i, void *peer);
+/* fn(arg, i) for each interest whose expression matches key (or, for an
+ * expression, meets it). fn must not change the table. */
+void route_visit(struct route_table *t, const char *key, size_t key_len,
+                 void (*fn)(void *arg, struct interest *i), void *arg);
 /* Does a subscription routed through peer match key? */
-bool route_wants(const struct route_table *t, const void *peer, const char *key, size_t key_len);
+bool route_wants(struct route_table *t, const void *peer, const char *key, size_t key_len);
 void route_free_all(struct route_table *t);
 
 #endif

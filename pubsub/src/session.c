@@ -14,6 +14,7 @@
 #include "hist.h"
 #include "jtext.h"
 #include "keyexpr.h"
+#include "ketree.h"
 #include "park.h"
 #include "route.h"
 #include "session.h"
@@ -47,7 +48,8 @@ struct sink {
 	bool held;           /* I/O thread: holds q.lock until the read is parsed */
 	atomic_bool closing; /* publishers stop waiting for room here */
 	_Atomic uint64_t messages, bytes, missed;
-	struct sink *next;
+	struct interest *interest; /* I/O thread: its entry in the table */
+	struct sink *next, *prev;
 	struct refusal refusal; /* a peer refused the subscription (acl) */
 };
 
@@ -105,7 +107,13 @@ struct src {
 	/* local, under send_lock: when to stamp a message (stamp_due) */
 	uint64_t stamp_last_us;
 	uint32_t stamp_left, stamp_gap, stamp_count;
-	struct src *next;
+	/* I/O thread: the list it is on (pubs or remote), and its place in
+	 * the session's indexes */
+	struct src *next, *prev;
+	uint64_t id_hash;       /* remote: of (publisher, instance) */
+	int nin;                /* remote: receive channels open for it */
+	bool releasing;         /* remote: none open; it goes once its queues drain */
+	bool parked_noted;      /* in the session's parked list */
 	struct refusal refusal; /* local: a peer refused the publisher (acl) */
 };
 
@@ -118,6 +126,12 @@ struct session {
 	struct route_table routes;
 	struct src *remote;
 	struct src *pubs;
+	struct ketree srcs;     /* every source, local and remote, by key */
+	struct hmap remote_ids; /* remote sources by (publisher, instance) */
+	struct src **parked_v;  /* sources that keep frames for an absent peer */
+	int nparked, parked_cap;
+	struct conn **want; /* src_update's scratch: the connections a key goes to */
+	int nwant, want_cap;
 	struct sink *sinks;
 	struct sink **held; /* pull subscribers whose queue lock this thread holds */
 	int nheld, held_cap, nsinks;
@@ -324,7 +338,8 @@ spread(struct session *s, const struct interest *i, bool declare, struct conn *e
 	}
 }
 
-static void recompute(struct session *s);
+static void update_matching(struct session *s, const char *ke, size_t ke_len);
+static void note_parked(struct session *s, struct src *src);
 
 /* ---- access control (acl.h): refusals sent and received ---- */
 
@@ -510,7 +525,7 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		return TERN_ENOMEM;
 	}
 	spread(s, i, true, c);
-	recompute(s);
+	update_matching(s, i->keyexpr, i->ke_len);
 	return 0;
 }
 
@@ -525,9 +540,12 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 	}
 	if (i->nfrom == 0) {
 		spread(s, i, false, c);
-		route_remove(&s->routes, i);
+		route_detach(&s->routes, i);
+		update_matching(s, i->keyexpr, i->ke_len);
+		route_free(i);
+		return 0;
 	}
-	recompute(s);
+	update_matching(s, i->keyexpr, i->ke_len); /* its route may have moved */
 	return 0;
 }
 
@@ -543,7 +561,7 @@ on_ready(void *arg, struct conn *c)
 		}
 	}
 	conn_send_ctl(c, &sync);
-	recompute(s);
+	/* no route changes: nothing is routed toward c until it subscribes */
 }
 
 /* ---- delivery of remote messages (inchan ops, I/O thread) ---- */
@@ -854,10 +872,41 @@ static const struct outchan_ops src_outchan_ops = {.wake = src_wake, .queued = s
 
 /* ---- routes ---- */
 
-static bool
-conn_wants(struct session *s, struct conn *c, const struct src *src)
+/* The interests a key meets give the route: the local subscribers, and
+ * the connections their first-heard links go through (s->want). */
+struct want_args {
+	struct session *s;
+	struct src *src;
+};
+
+static void
+want_one(void *arg, struct interest *i)
 {
-	return route_wants(&s->routes, c, src->key, src->key_len);
+	struct want_args *a = arg;
+	struct session *s = a->s;
+
+	if (i->local != NULL) {
+		push_ptr((void ***)&a->src->subs, &a->src->nsubs, &a->src->subs_cap, i->local);
+	}
+	if (i->nfrom > 0) {
+		for (int k = 0; k < s->nwant; k++) {
+			if (s->want[k] == i->from[0]) {
+				return;
+			}
+		}
+		push_ptr((void ***)&s->want, &s->nwant, &s->want_cap, i->from[0]);
+	}
+}
+
+static bool
+wanted(const struct session *s, const struct conn *c)
+{
+	for (int k = 0; k < s->nwant; k++) {
+		if (s->want[k] == c) {
+			return true;
+		}
+	}
+	return false;
 }
 
 static void
@@ -893,6 +942,7 @@ out_close(struct session *s, struct src *src, struct out *o)
 			log_line(s->log, TERN_LOG_DEBUG, "keeping %zu bytes of '%s' for %s", kept,
 			         src->key, c->peer_id);
 		}
+		note_parked(s, src);
 	} else if (broken && o->oc->retain && src->local && atomic_load(&c->kill)) {
 		COUNT(src->undelivered, frames_messages(&o->oc->ring));
 	}
@@ -952,12 +1002,17 @@ has_out(const struct src *src, const struct conn *c)
 static void
 src_update(struct session *s, struct src *src)
 {
+	struct want_args wa = {s, src};
+
 	route_lock(src);
 	atomic_fetch_add(&src->gen, 1); /* first: a publisher that misses it is seen inside */
 	atomic_store(&src->update_due, false);
+	src->nsubs = 0;
+	s->nwant = 0;
+	route_visit(&s->routes, src->key, src->key_len, want_one, &wa);
 	for (int k = 0; k < src->nouts;) {
 		struct out *o = &src->outs[k];
-		if (conn_state(o->conn) == CONN_READY && conn_wants(s, o->conn, src)) {
+		if (conn_state(o->conn) == CONN_READY && wanted(s, o->conn)) {
 			k++;
 			continue;
 		}
@@ -971,16 +1026,9 @@ src_update(struct session *s, struct src *src)
 		out_close(s, src, o);
 		src->outs[k] = src->outs[--src->nouts];
 	}
-	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
-	     c = loop_next_conn(s->loop, c)) {
-		if (conn_state(c) == CONN_READY && conn_wants(s, c, src) && !has_out(src, c)) {
-			out_open(s, src, c);
-		}
-	}
-	src->nsubs = 0;
-	for (struct sink *k = s->sinks; k != NULL; k = k->next) {
-		if (tern__keyexpr_match(k->keyexpr, k->ke_len, src->key, src->key_len)) {
-			push_ptr((void ***)&src->subs, &src->nsubs, &src->subs_cap, k);
+	for (int k = 0; k < s->nwant; k++) {
+		if (conn_state(s->want[k]) == CONN_READY && !has_out(src, s->want[k])) {
+			out_open(s, src, s->want[k]);
 		}
 	}
 	atomic_store(&src->has_parked, src->parked != NULL);
@@ -989,13 +1037,62 @@ src_update(struct session *s, struct src *src)
 }
 
 static void
-recompute(struct session *s)
+update_one(void *arg, void *val)
 {
-	for (struct src *src = s->pubs; src != NULL; src = src->next) {
-		src_update(s, src);
+	src_update(arg, val);
+}
+
+/* Bring up to date the route of every source whose key meets ke: what a
+ * subscription that comes, goes or moves changes. */
+static void
+update_matching(struct session *s, const char *ke, size_t ke_len)
+{
+	ketree_visit(&s->srcs, ke, ke_len, update_one, s);
+}
+
+static void
+src_link(struct src **head, struct src *src)
+{
+	src->prev = NULL;
+	src->next = *head;
+	if (*head != NULL) {
+		(*head)->prev = src;
 	}
-	for (struct src *src = s->remote; src != NULL; src = src->next) {
-		src_update(s, src);
+	*head = src;
+}
+
+static void
+src_unlink(struct src **head, struct src *src)
+{
+	if (src->prev != NULL) {
+		src->prev->next = src->next;
+	} else {
+		*head = src->next;
+	}
+	if (src->next != NULL) {
+		src->next->prev = src->prev;
+	}
+	src->next = src->prev = NULL;
+}
+
+/* A source keeps frames for an absent peer: the tick looks at it. */
+static void
+note_parked(struct session *s, struct src *src)
+{
+	if (src->parked != NULL && !src->parked_noted &&
+	    push_ptr((void ***)&s->parked_v, &s->nparked, &s->parked_cap, src)) {
+		src->parked_noted = true;
+	}
+}
+
+static void
+forget_parked(struct session *s, struct src *src)
+{
+	for (int k = 0; src->parked_noted && k < s->nparked; k++) {
+		if (s->parked_v[k] == src) {
+			s->parked_v[k] = s->parked_v[--s->nparked];
+			src->parked_noted = false;
+		}
 	}
 }
 
@@ -1043,18 +1140,30 @@ src_clear(struct src *src)
 	src->nouts = src->nsubs = 0;
 }
 
+static uint64_t
+remote_hash(const char *publisher, size_t len, uint64_t instance)
+{
+	return hmap_hash(publisher, len, hmap_hash_u64(instance));
+}
+
+static bool
+remote_eq(const void *val, const void *key)
+{
+	const struct src *src = val;
+	const struct ctl_msg *m = key;
+	const struct ctl_str *p = &m->u.open.publisher;
+
+	return src->instance == m->u.open.instance && src->publisher_len == p->len &&
+	       memcmp(src->publisher, p->p, p->len) == 0;
+}
+
 static struct src *
 remote_find(struct session *s, const struct ctl_msg *m)
 {
 	const struct ctl_str *p = &m->u.open.publisher;
 
-	for (struct src *src = s->remote; src != NULL; src = src->next) {
-		if (src->instance == m->u.open.instance && src->publisher_len == p->len &&
-		    memcmp(src->publisher, p->p, p->len) == 0) {
-			return src;
-		}
-	}
-	return NULL;
+	return hmap_find(&s->remote_ids, remote_hash(p->p, p->len, m->u.open.instance), remote_eq,
+	                 m);
 }
 
 static struct src *
@@ -1079,9 +1188,71 @@ remote_new(struct session *s, const struct ctl_msg *m)
 	src->instance = m->u.open.instance;
 	src->reliability =
 	    m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT : TERN_RELIABLE;
-	src->next = s->remote;
-	s->remote = src;
+	src->id_hash = remote_hash(src->publisher, src->publisher_len, src->instance);
+	if (!hmap_put(&s->remote_ids, src->id_hash, src)) {
+		src_clear(src);
+		free(src);
+		return NULL;
+	}
+	if (ketree_add(&s->srcs, src->key, src->key_len, src) != 0) {
+		hmap_del(&s->remote_ids, src->id_hash, src);
+		src_clear(src);
+		free(src);
+		return NULL;
+	}
+	src_link(&s->remote, src);
 	return src;
+}
+
+/*
+ * A publisher closed its channel (CLOSE, not a broken link): when none is
+ * left open for its source and nothing is kept for an absent peer, the
+ * source goes, so the memory of keys that come and go returns. A link
+ * that breaks leaves the source (and the highest number it delivered, which
+ * drops what a resume sends twice).
+ */
+static bool
+drained_out(const struct src *src)
+{
+	if (src->parked != NULL) {
+		return false;
+	}
+	for (int k = 0; k < src->nouts; k++) {
+		if (ring_used(&src->outs[k].oc->ring) > 0 &&
+		    conn_state(src->outs[k].conn) == CONN_READY) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void
+remote_free(struct session *s, struct src *src)
+{
+	src_unlink(&s->remote, src);
+	hmap_del(&s->remote_ids, src->id_hash, src);
+	ketree_remove(&s->srcs, src->key, src->key_len, src);
+	forget_parked(s, src);
+	src_clear(src);
+	free(src);
+}
+
+static void
+remote_release(struct session *s, struct src *src)
+{
+	if (--src->nin > 0) {
+		return;
+	}
+	if (drained_out(src)) {
+		remote_free(s, src);
+		return;
+	}
+	/* what it queued onward is still on its way: the tick frees it after */
+	src->releasing = true;
+	if (!src->parked_noted &&
+	    push_ptr((void ***)&s->parked_v, &s->nparked, &s->parked_cap, src)) {
+		src->parked_noted = true;
+	}
 }
 
 static int
@@ -1114,6 +1285,8 @@ on_open(struct session *s, struct conn *c, const struct ctl_msg *m)
 	if ((rc = conn_open_inchan(c, m->u.open.channel, &src_inchan_ops, src)) != 0) {
 		return rc;
 	}
+	src->nin++;
+	src->releasing = false;
 	src_update(s, src);
 	return 0;
 }
@@ -1138,7 +1311,13 @@ on_control(void *arg, struct conn *c, const struct ctl_msg *m)
 	case CTL_CLOSE: {
 		struct inchan *in = conn_inchan(c, m->u.credit.channel);
 		if (in != NULL) {
+			/* a channel the acl refused feeds the session, not a source */
+			bool refused = in->ops == &refused_inchan_ops;
+			struct src *src = in->arg;
 			conn_close_inchan(c, in);
+			if (!refused) {
+				remote_release(s, src);
+			}
 		}
 		return 0;
 	}
@@ -1152,12 +1331,20 @@ on_gone(void *arg, struct conn *c)
 {
 	struct session *s = arg;
 	struct interest *i = s->routes.head;
+	struct interest **moved = NULL;
+	struct src **srcs = NULL;
+	int nmoved = 0, moved_cap = 0, nsrcs = 0, srcs_cap = 0;
 
 	while (i != NULL) {
 		struct interest *next = i->next;
+		bool first = i->nfrom > 0 && i->from[0] == c;
 		if (route_from_remove(i, c) && i->nfrom == 0 && i->local == NULL) {
 			spread(s, i, false, c);
 			route_remove(&s->routes, i);
+		} else if (first && i->nfrom > 0) {
+			/* its route moves to the next link that declared it; without
+			 * memory to note it, it moves when its sources next change */
+			push_ptr((void ***)&moved, &nmoved, &moved_cap, i);
 		}
 		i = next;
 	}
@@ -1168,7 +1355,20 @@ on_gone(void *arg, struct conn *c)
 			conn_close_inchan(c, in);
 		}
 	}
-	recompute(s); /* closes this connection's send channels */
+	/* the sources that send here close their channels to it */
+	pthread_mutex_lock(&c->wlock);
+	for (int k = 0; k < c->nout; k++) {
+		push_ptr((void ***)&srcs, &nsrcs, &srcs_cap, c->outv[k]->arg);
+	}
+	pthread_mutex_unlock(&c->wlock);
+	for (int k = 0; k < nsrcs; k++) {
+		src_update(s, srcs[k]);
+	}
+	for (int k = 0; k < nmoved; k++) {
+		update_matching(s, moved[k]->keyexpr, moved[k]->ke_len);
+	}
+	free(srcs);
+	free(moved);
 }
 
 static void
@@ -1197,17 +1397,22 @@ on_tick(void *arg, uint64_t now)
 	struct session *s = arg;
 	bool kept = false;
 
-	for (struct src *src = s->pubs; src != NULL; src = src->next) {
+	for (int k = 0; k < s->nparked;) {
+		struct src *src = s->parked_v[k];
 		if (src->parked != NULL) {
 			expire_parked(s, src, now);
-			kept |= src->parked != NULL;
 		}
-	}
-	for (struct src *src = s->remote; src != NULL; src = src->next) {
-		if (src->parked != NULL) {
-			expire_parked(s, src, now);
-			kept |= src->parked != NULL;
+		bool release = src->releasing && src->nin == 0 && drained_out(src);
+		if ((src->parked == NULL && !src->releasing) || release) {
+			src->parked_noted = false;
+			s->parked_v[k] = s->parked_v[--s->nparked];
+			if (release) {
+				remote_free(s, src);
+			}
+			continue;
 		}
+		kept = true;
+		k++;
 	}
 	return kept || s->updates_due;
 }
@@ -1315,7 +1520,7 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 		/* a stalled peer is queued for after a while: look again */
 		ts = clock_deadline_in(WAIT_RECHECK_MS);
 		pthread_mutex_lock(&src->wait_lock);
-		if (!outchan_has_room(oc, len)) {
+		if (!outchan_has_space(oc, len)) {
 			pthread_cond_timedwait(&src->wait_cond, &src->wait_lock, &ts);
 		}
 		pthread_mutex_unlock(&src->wait_lock);
@@ -1393,7 +1598,7 @@ peer_away_full(struct src *src, size_t len)
 	for (int k = 0; k < src->nouts; k++) {
 		struct outchan *oc = src->outs[k].oc;
 		if (oc->retain && atomic_load(&oc->broken) == OUTCHAN_LOST &&
-		    !outchan_has_room(oc, len)) {
+		    !outchan_has_space(oc, len)) {
 			return true;
 		}
 	}
@@ -1648,11 +1853,13 @@ do_pub_open(void *arg)
 	struct session *s = a->session;
 	struct src *src = a->src;
 
-	snprintf(src->publisher, CTL_ID_MAX + 24, "%s/%llu", s->cfg->id,
+	snprintf(src->publisher, strlen(s->cfg->id) + 22, "%s/%llu", s->cfg->id,
 	         (unsigned long long)s->next_pub_id++);
 	src->publisher_len = strlen(src->publisher);
-	src->next = s->pubs;
-	s->pubs = src;
+	if (ketree_add(&s->srcs, src->key, src->key_len, src) != 0) {
+		return TERN_ENOMEM;
+	}
+	src_link(&s->pubs, src);
 	src_update(s, src);
 	return 0;
 }
@@ -1670,7 +1877,9 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 	src->local = true;
 	src->key = strdup(key);
 	src->key_len = strlen(key);
-	src->publisher = malloc(CTL_ID_MAX + 24);
+	/* "ID/N": the id, '/', up to 20 digits and the NUL (a byte count that
+	 * matters when there are a hundred thousand publishers) */
+	src->publisher = malloc(strlen(s->cfg->id) + 22);
 	src->instance = s->instance;
 	src->reliability = reliability < 0 ? s->cfg->reliability : reliability;
 	if (src->key == NULL || src->publisher == NULL) {
@@ -1684,7 +1893,16 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 	pthread_mutex_init(&src->wait_lock, NULL);
 	pthread_cond_init(&src->wait_cond, NULL);
 	a.src = src;
-	loop_call(s->loop, do_pub_open, &a);
+	if (loop_call(s->loop, do_pub_open, &a) != 0) {
+		pthread_mutex_destroy(&src->send_lock);
+		pthread_mutex_destroy(&src->route_lock);
+		pthread_mutex_destroy(&src->wait_lock);
+		pthread_cond_destroy(&src->wait_cond);
+		free(src->key);
+		free(src->publisher);
+		free(src);
+		return tern__error(TERN_ENOMEM, "no memory to index publisher '%s'", key);
+	}
 	*out = src;
 	return 0;
 }
@@ -1765,12 +1983,9 @@ do_pub_close(void *arg)
 	struct session *s = a->session;
 	struct src *src = a->src;
 
-	for (struct src **pp = &s->pubs; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == src) {
-			*pp = src->next;
-			break;
-		}
-	}
+	src_unlink(&s->pubs, src);
+	ketree_remove(&s->srcs, src->key, src->key_len, src);
+	forget_parked(s, src);
 	pthread_mutex_lock(&src->route_lock);
 	for (int k = 0; k < src->nouts; k++) {
 		struct outchan *oc = src->outs[k].oc;
@@ -1866,11 +2081,16 @@ do_sub_open(void *arg)
 		return TERN_ENOMEM;
 	}
 	i->local = k;
+	k->interest = i;
+	k->prev = NULL;
 	k->next = s->sinks;
+	if (s->sinks != NULL) {
+		s->sinks->prev = k;
+	}
 	s->sinks = k;
 	s->nsinks++;
 	spread(s, i, true, NULL);
-	recompute(s);
+	update_matching(s, k->keyexpr, k->ke_len);
 	return 0;
 }
 
@@ -1913,41 +2133,67 @@ do_sub_close(void *arg)
 	struct sub_args *a = arg;
 	struct session *s = a->session;
 	struct sink *k = a->sink;
-	struct interest *i = route_find(&s->routes, s->cfg->id, strlen(s->cfg->id), k->id);
+	struct interest *i = k->interest;
 
-	for (struct sink **pp = &s->sinks; *pp != NULL; pp = &(*pp)->next) {
-		if (*pp == k) {
-			*pp = k->next;
-			break;
-		}
+	if (k->prev != NULL) {
+		k->prev->next = k->next;
+	} else {
+		s->sinks = k->next;
+	}
+	if (k->next != NULL) {
+		k->next->prev = k->prev;
 	}
 	s->nsinks--;
+	if (s->nheld == 0 && s->held_cap > 64 && s->nsinks < s->held_cap / 4) {
+		/* still room for every subscriber left (see do_sub_open) */
+		struct sink **p = realloc(s->held, (size_t)(s->held_cap / 2) * sizeof(*p));
+		if (p != NULL) {
+			s->held = p;
+			s->held_cap /= 2;
+		}
+	}
 	if (s->congested_sink == k) {
 		s->congested_sink = NULL;
 	}
-	if (i != NULL) {
-		spread(s, i, false, NULL);
-		route_remove(&s->routes, i);
-	}
-	recompute(s);
+	spread(s, i, false, NULL);
+	route_detach(&s->routes, i);
+	update_matching(s, k->keyexpr, k->ke_len);
+	route_free(i);
+	k->interest = NULL;
 	return 0;
 }
 
-/* Does a publisher still send from a copy that names this subscriber? */
+struct in_use_args {
+	struct sink *sink;
+	int used;
+};
+
+static void
+in_use_one(void *arg, void *val)
+{
+	struct in_use_args *a = arg;
+	struct src *src = val;
+
+	if (!src->local || a->used) {
+		return;
+	}
+	pthread_mutex_lock(&src->route_lock);
+	for (int k = 0; atomic_load(&src->inside) && k < src->ncopy_subs; k++) {
+		a->used |= src->copy_subs[k] == a->sink;
+	}
+	pthread_mutex_unlock(&src->route_lock);
+}
+
+/* Does a publisher still send from a copy that names this subscriber?
+ * Only one whose key the subscription matches can. */
 static int
 sink_in_use(void *arg)
 {
 	struct sub_args *a = arg;
-	int used = 0;
+	struct in_use_args u = {a->sink, 0};
 
-	for (struct src *src = a->session->pubs; src != NULL && !used; src = src->next) {
-		pthread_mutex_lock(&src->route_lock);
-		for (int k = 0; atomic_load(&src->inside) && k < src->ncopy_subs; k++) {
-			used |= src->copy_subs[k] == a->sink;
-		}
-		pthread_mutex_unlock(&src->route_lock);
-	}
-	return used;
+	ketree_visit(&a->session->srcs, a->sink->keyexpr, a->sink->ke_len, in_use_one, &u);
+	return u.used;
 }
 
 void
@@ -2246,6 +2492,10 @@ session_close(struct session *s)
 		src_clear(src);
 		free(src);
 	}
+	ketree_free(&s->srcs);
+	hmap_free(&s->remote_ids);
+	free(s->parked_v);
+	free(s->want);
 	free(s->held);
 	free(s);
 }

@@ -1,6 +1,6 @@
 /*
  * bench_store_test.c - the benchmark database: a new file gets schema
- * version 3; a version-1 file (the minimum schema) and a version-2 file are
+ * version 4; a version-1 file (the minimum schema) and a version-2 file are
  * migrated in place and keep their rows; a newer version is refused; rows
  * written by a run read back, with the run's environment; opening marks a
  * run `interrupted` when its bench is gone from this machine.
@@ -175,7 +175,7 @@ creates_version_3(void **state)
 	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
 	assert_int_equal(store_schema_version(st), STORE_SCHEMA_VERSION);
 	store_close(st);
-	assert_int_equal(query_int("PRAGMA user_version"), 3);
+	assert_int_equal(query_int("PRAGMA user_version"), 4);
 	assert_int_equal(has_column("runs", "status"), 1);
 	assert_int_equal(has_column("results", "failed"), 1);
 	assert_int_equal(has_column("results", "error"), 1);
@@ -186,6 +186,7 @@ creates_version_3(void **state)
 	assert_int_equal(has_column("runs", "env"), 1);
 	assert_int_equal(has_column("results", "repeat"), 1);
 	assert_int_equal(has_column("results", "rate"), 1);
+	assert_int_equal(has_column("results", "keys"), 1);
 	/* WAL mode is a property of the file: a reader sees it too. */
 	{
 		sqlite3 *db;
@@ -202,7 +203,7 @@ creates_version_3(void **state)
 	/* Opening again changes nothing. */
 	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
 	store_close(st);
-	assert_int_equal(query_int("PRAGMA user_version"), 3);
+	assert_int_equal(query_int("PRAGMA user_version"), 4);
 }
 
 static void
@@ -216,7 +217,7 @@ migrates_version_1(void **state)
 	assert_int_equal(has_column("results", "failed"), 0);
 	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
 	store_close(st);
-	assert_int_equal(query_int("PRAGMA user_version"), 3);
+	assert_int_equal(query_int("PRAGMA user_version"), 4);
 	assert_int_equal(has_column("runs", "status"), 1);
 	assert_int_equal(has_column("results", "failed"), 1);
 	assert_int_equal(has_column("results", "error"), 1);
@@ -241,7 +242,7 @@ migrates_version_2(void **state)
 	assert_int_equal(has_column("results", "repeat"), 0);
 	assert_int_equal(store_open(&st, path, err, sizeof(err)), 0);
 	store_close(st);
-	assert_int_equal(query_int("PRAGMA user_version"), 3);
+	assert_int_equal(query_int("PRAGMA user_version"), 4);
 	assert_int_equal(has_column("runs", "cpu_model"), 1);
 	assert_int_equal(has_column("runs", "kernel"), 1);
 	assert_int_equal(has_column("runs", "compiler"), 1);
@@ -249,6 +250,8 @@ migrates_version_2(void **state)
 	assert_int_equal(has_column("runs", "tern_commit"), 1);
 	assert_int_equal(has_column("runs", "env"), 1);
 	assert_int_equal(has_column("results", "rate"), 1);
+	assert_int_equal(query_int("SELECT count(*) FROM results WHERE keys = 1"),
+	                 query_int("SELECT count(*) FROM results"));
 	/* Rows kept; a version-2 status is real and stays as it was. */
 	assert_int_equal(query_int("SELECT count(*) FROM results WHERE repeat=0 AND spread=1.5 "
 	                           "AND rate IS NULL"),

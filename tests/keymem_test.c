@@ -1,0 +1,215 @@
+/*
+ * keymem_test.c - declaring and undeclaring many keys leaves memory where
+ * it started: two nodes over loopback TCP, one subscriber on k/(any) and
+ * 100,000 publishers k/0 .. k/99999 each sending one message; once every
+ * publisher is closed and the subscriber's node has let go of them, the
+ * bytes the process holds through malloc are back to what they were
+ * before the keys were declared (the same counting by interposition as
+ * alloc_test.c, here of live bytes). Also: 100,000 subscriptions in one
+ * node, declared and closed.
+ *
+ * No timing is asserted: waits are bounded loops with generous limits.
+ */
+#include <malloc.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tern/tern.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZER_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SANITIZER_MALLOC 1
+#endif
+#endif
+
+#define KEYS  100000
+#define SLACK (64 * 1024) /* what may stay: buffers a connection keeps from its busiest moment */
+
+#ifndef SANITIZER_MALLOC
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+static atomic_long live; /* bytes held through malloc, process-wide */
+
+void *
+malloc(size_t n)
+{
+	void *p = __libc_malloc(n);
+	if (p != NULL) {
+		atomic_fetch_add(&live, (long)malloc_usable_size(p));
+	}
+	return p;
+}
+
+void *
+calloc(size_t a, size_t b)
+{
+	void *p = __libc_calloc(a, b);
+	if (p != NULL) {
+		atomic_fetch_add(&live, (long)malloc_usable_size(p));
+	}
+	return p;
+}
+
+void *
+realloc(void *p, size_t n)
+{
+	long before = p != NULL ? (long)malloc_usable_size(p) : 0;
+	void *q = __libc_realloc(p, n);
+	if (q != NULL) {
+		atomic_fetch_add(&live, (long)malloc_usable_size(q) - before);
+	} else if (n == 0) {
+		atomic_fetch_sub(&live, before);
+	}
+	return q;
+}
+
+void
+free(void *p)
+{
+	if (p != NULL) {
+		atomic_fetch_sub(&live, (long)malloc_usable_size(p));
+	}
+	__libc_free(p);
+}
+
+/* Wait (bounded) until the live bytes come within SLACK of base. */
+static long
+settle_to(long base)
+{
+	long now = atomic_load(&live);
+
+	for (int i = 0; i < 600 && now - base > SLACK; i++) {
+		usleep(50000);
+		now = atomic_load(&live);
+	}
+	return now;
+}
+
+static tern_node *
+open_node(const char *id)
+{
+	tern_config cfg;
+	tern_node *n;
+
+	tern_config_init(&cfg);
+	cfg.id = id;
+	cfg.log_level = TERN_LOG_ERROR;
+	cfg.telemetry_interval_ms = 0; /* its report keeps a place per key it saw */
+	assert_int_equal(tern_node_open(&n, &cfg), 0);
+	return n;
+}
+
+/* Declare n publishers on b, let each send one message to a's subscriber,
+ * take them all, close the publishers. */
+static void
+round_of_keys(tern_node *b, tern_sub *sub, long n)
+{
+	tern_pub **pubs = calloc((size_t)n, sizeof(*pubs));
+	char key[32];
+	tern_msg m;
+
+	for (long i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "k/%ld", i);
+		assert_int_equal(tern_pub_open(&pubs[i], b, key, -1), 0);
+	}
+	for (int w = 0; w < 60000 && tern_pub_matched(pubs[n - 1]) == 0; w++) {
+		usleep(1000);
+	}
+	for (long i = 0; i < n; i++) {
+		assert_int_equal(tern_publish(pubs[i], &i, sizeof(i)), 0);
+	}
+	for (long i = 0; i < n; i++) {
+		assert_int_equal(tern_sub_recv(sub, &m, 30000), 0);
+	}
+	for (long i = 0; i < n; i++) {
+		assert_int_equal(tern_pub_close(pubs[i]), 0);
+	}
+	free(pubs);
+}
+#endif
+
+static void
+test_publishers_come_and_go(void **state)
+{
+#ifndef SANITIZER_MALLOC
+	tern_node *a = open_node("keymem-a"), *b = open_node("keymem-b");
+	char bound[256];
+	tern_sub *sub;
+
+	(void)state;
+	assert_int_equal(tern_node_listen(a, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	assert_int_equal(tern_sub_open(&sub, a, "k/**", NULL, NULL), 0);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, 10000), 0);
+	/* a first round grows what connections keep at their busiest (read
+	 * buffers at their largest) */
+	round_of_keys(b, sub, 20000);
+	long base = settle_to(atomic_load(&live));
+	usleep(200000);
+	base = atomic_load(&live);
+	round_of_keys(b, sub, KEYS);
+	long after = settle_to(base);
+	print_message("live bytes: %ld before %d keys, %ld after (%+ld)\n", base, KEYS, after,
+	              after - base);
+	assert_true(after - base <= SLACK);
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+#else
+	(void)state;
+	skip(); /* the sanitizers bring their own allocator */
+#endif
+}
+
+static void
+test_subscriptions_come_and_go(void **state)
+{
+#ifndef SANITIZER_MALLOC
+	tern_node *a = open_node("keymem-subs");
+	tern_sub **subs = calloc(KEYS, sizeof(*subs));
+	char ke[32];
+	long base, after;
+
+	(void)state;
+	base = atomic_load(&live);
+	for (long i = 0; i < KEYS; i++) {
+		snprintf(ke, sizeof(ke), "s/%ld/*", i);
+		assert_int_equal(tern_sub_open(&subs[i], a, ke, NULL, NULL), 0);
+	}
+	for (long i = 0; i < KEYS; i++) {
+		tern_sub_close(subs[i]);
+	}
+	after = settle_to(base);
+	print_message("live bytes: %ld before %d subscriptions, %ld after (%+ld)\n", base, KEYS,
+	              after, after - base);
+	assert_true(after - base <= SLACK);
+	tern_node_close(a);
+	free(subs);
+#else
+	(void)state;
+	skip();
+#endif
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_publishers_come_and_go),
+	    cmocka_unit_test(test_subscriptions_come_and_go),
+	};
+	return cmocka_run_group_tests_name("keymem", tests, NULL, NULL);
+}
