@@ -33,7 +33,7 @@ struct layer_opts {
 	 * TLS 1.3 on every connection (tern: tls:// endpoints; tcp: OpenSSL on
 	 * the socket, tlsbench.h); NULL: plain */
 	const char *tls_dir;
-	uint32_t keys;        /* messages go round-robin over this many keys; 0 or 1: one */
+	uint32_t keys; /* messages go round-robin over this many keys; 0 or 1: one */
 };
 
 /* The key of message i when messages go round-robin over n keys: what the
