@@ -313,7 +313,7 @@ rate_label(double r, char *buf, size_t len)
 void
 matrix_cell_label(const struct cell *c, char *buf, size_t len)
 {
-	char param[48];
+	char param[96]; /* the longest: "4294967295 rec/msg @ 1.23e+45 rec/s 4294967295 keys" */
 	char sz[24];
 
 	switch (c->kind) {
