@@ -146,6 +146,7 @@ warm_up(struct pp_state *st, char *buf)
 
 	while (!bench_interrupted && net_now_ns() < deadline) {
 		uint64_t until;
+		bool warm;
 
 		if (send_msg(st, buf, WARMUP_SENDER, n++) != 0 ||
 		    ops->client_flush(st->env->clients[0], false) != 0) {
@@ -157,8 +158,9 @@ warm_up(struct pp_state *st, char *buf)
 		while (!st->warm && net_now_ns() < until) {
 			wait_cv(st, 5000000);
 		}
+		warm = st->warm; /* read under the lock: the reply thread sets it */
 		pthread_mutex_unlock(&st->mu);
-		if (st->warm) {
+		if (warm) {
 			/* Late warm-up answers may still be on their way: let them land. */
 			net_sleep_ns(10000000u + (uint64_t)(st->env->cell->link->rtt_ms * 2e6));
 			return 0;
