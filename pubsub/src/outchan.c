@@ -86,11 +86,29 @@ outchan_has_space(struct outchan *oc, size_t len)
  * with a message or two in flight each then hold a few hundred bytes, not
  * ring_min each.
  */
+/* Grow the ring to cap (under the flush lock: a writer may be gathering
+ * from it) and charge what it added to the connection's budget. */
+static bool
+resize_charged(struct outchan *oc, size_t cap)
+{
+	size_t old;
+	int rc;
+
+	pthread_mutex_lock(oc->flush_lock);
+	old = oc->ring.cap;
+	rc = ring_grow(&oc->ring, cap);
+	pthread_mutex_unlock(oc->flush_lock);
+	if (rc != 0) {
+		return false;
+	}
+	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
+	return true;
+}
+
 static bool
 grow_to_min(struct outchan *oc, size_t need)
 {
-	size_t used = ring_used(&oc->ring), cap = oc->ring.cap ? oc->ring.cap : RING_CAP_FIRST, old;
-	int rc;
+	size_t used = ring_used(&oc->ring), cap = oc->ring.cap ? oc->ring.cap : RING_CAP_FIRST;
 
 	if (oc->ring.cap >= oc->ring_min) {
 		return false;
@@ -105,15 +123,7 @@ grow_to_min(struct outchan *oc, size_t need)
 	    atomic_load(&oc->budget->used) + (cap - oc->ring.cap) > oc->budget->max) {
 		return false;
 	}
-	pthread_mutex_lock(oc->flush_lock);
-	old = oc->ring.cap;
-	rc = ring_grow(&oc->ring, cap);
-	pthread_mutex_unlock(oc->flush_lock);
-	if (rc != 0) {
-		return false;
-	}
-	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
-	return true;
+	return resize_charged(oc, cap);
 }
 
 bool
@@ -133,9 +143,8 @@ outchan_has_room(struct outchan *oc, size_t len)
 static bool
 grow(struct outchan *oc, size_t need, bool for_window)
 {
-	size_t used = ring_used(&oc->ring), cap = oc->ring.cap, old;
+	size_t used = ring_used(&oc->ring), cap = oc->ring.cap;
 	uint64_t rate = atomic_load_explicit(&oc->rate_Bps, memory_order_relaxed);
-	int rc;
 
 	if (!oc->retain) {
 		return false; /* best effort drops rather than queues */
@@ -153,15 +162,7 @@ grow(struct outchan *oc, size_t need, bool for_window)
 	    (!for_window && cap > oc->peer_window + GROW_SECONDS * rate)) {
 		return false;
 	}
-	pthread_mutex_lock(oc->flush_lock);
-	old = oc->ring.cap;
-	rc = ring_grow(&oc->ring, cap);
-	pthread_mutex_unlock(oc->flush_lock);
-	if (rc != 0) {
-		return false;
-	}
-	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
-	return true;
+	return resize_charged(oc, cap);
 }
 
 bool
