@@ -688,10 +688,14 @@ out_congested(const struct outchan *oc)
 	       atomic_load(&oc->broken) == OUTCHAN_OK && !atomic_load(&oc->detached);
 }
 
+/* cap is read only once an entry was seen: the ring is allocated by the
+ * first producer (subq.c). */
 static bool
 sink_congested(struct sink *k)
 {
-	return ring_used(&k->q.ring) > k->q.ring.cap / 2;
+	size_t used = ring_used(&k->q.ring);
+
+	return used > 0 && used > k->q.ring.cap / 2;
 }
 
 static bool

@@ -34,9 +34,7 @@ int
 subq_init(struct subq *q, size_t cap, size_t heap_max, void (*wake)(void *), void *wake_arg)
 {
 	memset(q, 0, sizeof(*q));
-	if (ring_init(&q->ring, cap) != 0) {
-		return TERN_ENOMEM;
-	}
+	q->cap_first = cap;
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cond, NULL);
 	q->wake = wake;
@@ -59,9 +57,30 @@ heap_room(struct subq *q, size_t heap_len)
 	return heap_len == 0 || used == 0 || used + heap_len <= q->heap_max;
 }
 
+/* The ring is allocated at the first entry: most of many thousand
+ * subscriptions may never get a message, and an allocation that large
+ * costs a page of the heap even untouched. The reader looks at buf and cap
+ * only after it saw an entry (the tail's release orders them). */
+static bool
+ring_ready(struct subq *q)
+{
+	if (q->ring.buf != NULL) {
+		return true;
+	}
+	q->ring.buf = malloc(q->cap_first);
+	if (q->ring.buf == NULL) {
+		return false;
+	}
+	q->ring.cap = q->cap_first;
+	return true;
+}
+
 bool
 subq_room(struct subq *q, size_t entry, size_t heap_len)
 {
+	if (!ring_ready(q)) {
+		return false;
+	}
 	size_t to_end = q->ring.cap - (atomic_load_explicit(&q->ring.tail, memory_order_relaxed) &
 	                               (q->ring.cap - 1));
 	size_t need = entry + (to_end < entry ? to_end : 0);
@@ -185,9 +204,6 @@ release_previous(struct subq *q)
 void
 subq_free(struct subq *q)
 {
-	if (q->ring.buf == NULL) {
-		return;
-	}
 	release_previous(q);
 	while (ring_used(&q->ring) > 0) {
 		const struct entry_hdr *h = head_entry(q);

@@ -45,6 +45,7 @@ struct subq {
 	void *wake_arg;
 	_Atomic size_t heap_bytes; /* in buffers of their own, queued or handed out */
 	size_t heap_max;
+	size_t cap_first;    /* the ring's size, allocated at the first entry */
 	size_t consume_next; /* reader: bytes of the entry handed out last */
 	void *heap;          /* reader: the large message handed out last */
 	size_t heap_len;
@@ -59,6 +60,7 @@ struct subq_src {
 	size_t publisher_len;
 };
 
+/* cap: a power of two, the ring's size once it holds an entry. */
 int subq_init(struct subq *q, size_t cap, size_t heap_max, void (*wake)(void *), void *wake_arg);
 /* Frees queued entries too. */
 void subq_free(struct subq *q);
