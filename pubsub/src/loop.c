@@ -51,7 +51,10 @@
  * what gathered meanwhile; only after a quiet linger do they sleep.
  */
 #define LINGER_US 100
-#define TICK_NS   10000000ull
+
+/* While calls keep coming, the sockets are still looked at this often. */
+#define CALLS_POLL_NS 20000
+#define TICK_NS       10000000ull
 /* A quiet node (no data in flight, nothing kept, no handshake or dial due)
  * sleeps until its next keepalive, at most this long, instead of ticking. */
 #define QUIET_MAX_MS 1000
@@ -94,7 +97,7 @@ struct call {
 	int (*fn)(void *arg);
 	void *arg;
 	int rc;
-	bool done;
+	atomic_bool done; /* set last, with release: rc is ready */
 	struct call *next;
 };
 
@@ -116,6 +119,7 @@ struct loop {
 	pthread_mutex_t lock; /* calls, ready_peers */
 	pthread_cond_t cond;
 	struct call *calls;
+	atomic_bool has_calls; /* calls is not empty: seen while polling without the lock */
 	int ready_peers;
 
 	/* I/O thread */
@@ -126,6 +130,8 @@ struct loop {
 	bool ticks_wanted; /* the session has timed work: keep ticking */
 	uint64_t last_trim_ms;
 	uint64_t delay_until_ns; /* a batch held for max_delay_us is due then (0: none) */
+	uint64_t polled_ns;      /* when one_round last looked at the sockets */
+	uint64_t calls_ns;       /* and last ran calls */
 	uint64_t batches, batch_bytes, batch_largest; /* of closed connections */
 };
 
@@ -189,6 +195,30 @@ loop_closing(const struct loop *l)
 
 /* ---- calls from other threads ---- */
 
+/*
+ * The caller looks at its call for a while before it sleeps on the
+ * condition: declaring thousands of keys in a row is a call each, and the
+ * I/O thread answers within microseconds while it polls, where a sleep and
+ * a wake-up on each side would cost tens.
+ */
+static void
+wait_done(struct loop *l, struct call *c)
+{
+	uint64_t t0 = clock_ns();
+
+	for (unsigned n = 0; !atomic_load_explicit(&c->done, memory_order_acquire); n++) {
+		if ((n & 63) == 63 && clock_since(clock_ns(), t0) > SPIN_NS) {
+			pthread_mutex_lock(&l->lock);
+			while (!atomic_load_explicit(&c->done, memory_order_acquire)) {
+				pthread_cond_wait(&l->cond, &l->lock);
+			}
+			pthread_mutex_unlock(&l->lock);
+			return;
+		}
+		cpu_relax();
+	}
+}
+
 int
 loop_call(struct loop *l, int (*fn)(void *arg), void *arg)
 {
@@ -197,20 +227,24 @@ loop_call(struct loop *l, int (*fn)(void *arg), void *arg)
 	if (!l->started || loop_on_thread(l)) {
 		return fn(arg);
 	}
+	atomic_init(&c.done, false);
 	pthread_mutex_lock(&l->lock);
 	c.next = l->calls;
 	l->calls = &c;
+	atomic_store(&l->has_calls, true);
 	pthread_mutex_unlock(&l->lock);
-	loop_wake(l);
-	pthread_mutex_lock(&l->lock);
-	while (!c.done) {
-		pthread_cond_wait(&l->cond, &l->lock);
+	/* A polling thread sees has_calls; one that stops polling looks at it
+	 * after clearing `spinning` (idle), so one of the two sees the other. */
+	if (!atomic_load(&l->spinning)) {
+		loop_wake(l);
 	}
-	pthread_mutex_unlock(&l->lock);
+	wait_done(l, &c);
 	return c.rc;
 }
 
-static void
+/* True if any call ran: calls are work, and the next one is likely to
+ * follow soon (see io_main's pace). */
+static bool
 run_calls(struct loop *l)
 {
 	struct call *list, *rev = NULL;
@@ -218,7 +252,11 @@ run_calls(struct loop *l)
 	pthread_mutex_lock(&l->lock);
 	list = l->calls;
 	l->calls = NULL;
+	atomic_store(&l->has_calls, false);
 	pthread_mutex_unlock(&l->lock);
+	if (list == NULL) {
+		return false;
+	}
 	while (list != NULL) { /* oldest first */
 		struct call *next = list->next;
 		list->next = rev;
@@ -227,14 +265,15 @@ run_calls(struct loop *l)
 	}
 	while (rev != NULL) {
 		struct call *next = rev->next;
-		int rc = rev->fn(rev->arg);
+		rev->rc = rev->fn(rev->arg);
+		/* the caller may return (and its call go) the moment it sees done */
 		pthread_mutex_lock(&l->lock);
-		rev->rc = rc;
-		rev->done = true;
+		atomic_store_explicit(&rev->done, true, memory_order_release);
 		pthread_cond_broadcast(&l->cond);
 		pthread_mutex_unlock(&l->lock);
 		rev = next;
 	}
+	return true;
 }
 
 /* ---- connections ---- */
@@ -693,11 +732,21 @@ io_sleep(struct loop *l)
 static bool
 one_round(struct loop *l, uint64_t *last_timers)
 {
-	bool busy = false;
-	uint64_t now;
+	bool busy = false, calls = run_calls(l);
+	uint64_t now = clock_ns();
 
-	run_calls(l);
-	busy |= poll_events(l, 0) > 0;
+	/* A run of calls (thousands of declarations) comes a call every few
+	 * microseconds: the sockets are looked at every CALLS_POLL_NS then, not
+	 * at each call, which would cost a system call each. */
+	if (calls) {
+		l->calls_ns = now;
+	}
+	if (clock_since(now, l->calls_ns) > CALLS_POLL_NS ||
+	    clock_since(now, l->polled_ns) > CALLS_POLL_NS) {
+		busy |= poll_events(l, 0) > 0;
+		l->polled_ns = now;
+	}
+	busy |= calls;
 	busy |= l->ops->round(l->arg);
 	busy |= flush_all(l);
 	busy |= retry_stalled(l);
@@ -712,12 +761,15 @@ one_round(struct loop *l, uint64_t *last_timers)
 }
 
 /* Idle: wait for a batch that is held back, or linger, or sleep. True if
- * events came while lingering. */
+ * events came while lingering, or calls came while polling. */
 static bool
 idle(struct loop *l, bool *linger)
 {
 	uint64_t now = clock_ns();
 
+	if (atomic_load(&l->has_calls)) {
+		return true; /* queued while this thread polled: no wake-up came */
+	}
 	if (*linger && l->delay_until_ns == 0) {
 		*linger = poll_events(l, LINGER_US) > 0;
 		l->ops->round(l->arg);
@@ -775,7 +827,7 @@ io_main(void *arg)
 		 * few rounds: queued data is seen through the pending flags */
 		if (idle_rounds > 0 && (idle_rounds & 15) != 0) {
 			idle_rounds++;
-			if (!anything_pending(l)) {
+			if (!anything_pending(l) && !atomic_load(&l->has_calls)) {
 				cpu_relax();
 				continue;
 			}

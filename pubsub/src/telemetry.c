@@ -269,6 +269,12 @@ run(void *arg)
 		if (clock_since(clock_ms(), t->last_ms) + 5 < t->cfg->telemetry_interval_ms) {
 			continue; /* woken early */
 		}
+		if (session_pub_matched(t->pub) == 0) {
+			/* nobody listens: a node with many keys would spend a core
+			 * on reports. Rates stay right: the next report covers the
+			 * time since the last one (t->last_ms). */
+			continue;
+		}
 		build(t);
 		if (!t->text.oom && t->text.len > 0) {
 			/* best effort, so this never waits; a full queue drops a report */
