@@ -24,8 +24,12 @@
 
 #define OUT_INITIAL  4096
 #define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
-#define IOV_BATCH    256
-#define TOOK_MAX     128
+/* Lists of channels longer than this are given back after a burst. */
+#define LIST_KEEP 1024
+/* How long a grown buffer must go unused before it is given back. */
+#define SHRINK_AFTER_MS 1000
+#define IOV_BATCH       256
+#define TOOK_MAX        128
 /*
  * On a long round trip, a blocked channel whose receiver keeps up jumps at
  * once to the window that carries FLOOR_RATE bytes a microsecond (25 MB/s),
@@ -1116,12 +1120,10 @@ flush_acks(struct conn *c)
 		m.u.credit.channel = in->id;
 		conn_send_ctl(c, &m);
 	}
-	c->ndirty = 0;
-	if (c->dirty_cap > 1024) {
-		free(c->dirty); /* many channels at once (a backlog let go): not kept */
-		c->dirty = NULL;
-		c->dirty_cap = 0;
+	if (c->ndirty > c->dirty_peak) {
+		c->dirty_peak = c->ndirty;
 	}
+	c->ndirty = 0;
 }
 
 static struct inchan_limits
@@ -1159,11 +1161,6 @@ conn_retry_stalled(struct conn *c)
 		in->on_stalled = false;
 		c->stalled[i] = c->stalled[--c->nstalled];
 		progress = true;
-	}
-	if (c->nstalled == 0 && c->stalled_cap > 1024) {
-		free(c->stalled); /* many channels were stalled at once: not kept */
-		c->stalled = NULL;
-		c->stalled_cap = 0;
 	}
 	flush_acks(c);
 	return progress;
@@ -1647,20 +1644,42 @@ conn_reap_failed_write(struct conn *c)
 	conn_fail(c, why);
 }
 
-/* A read buffer grown for a burst goes back to its first size once the
- * reads since the last look fit a quarter of it: an idle connection
- * holds little. */
+/*
+ * A read buffer or a list grown for a burst goes back to its first size
+ * once, for SHRINK_AFTER_MS, the reads have fit a quarter of the buffer
+ * and the lists a quarter of theirs: an idle connection holds little, and a
+ * busy one does not give memory back between two bursts only to take it
+ * again (an allocation on the path of every message).
+ */
 static void
-shrink_rbuf(struct conn *c)
+shrink_buffers(struct conn *c, uint64_t now)
 {
 	uint8_t *p;
 
-	if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL && c->rpeak < c->rcap / 4 &&
-	    (p = realloc(c->rbuf, READ_INITIAL)) != NULL) {
+	if (c->rpeak >= c->rcap / 4) {
+		c->rbig_ms = now;
+	} else if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL &&
+	           clock_since(now, c->rbig_ms) >= SHRINK_AFTER_MS &&
+	           (p = realloc(c->rbuf, READ_INITIAL)) != NULL) {
 		c->rbuf = p;
 		c->rcap = READ_INITIAL;
 	}
 	c->rpeak = 0;
+	if (c->dirty_peak > c->dirty_cap / 4 || c->nstalled > c->stalled_cap / 4) {
+		c->lbig_ms = now;
+	} else if (clock_since(now, c->lbig_ms) >= SHRINK_AFTER_MS) {
+		if (c->dirty_cap > LIST_KEEP) {
+			free(c->dirty); /* many channels at once (a backlog let go) */
+			c->dirty = NULL;
+			c->dirty_cap = 0;
+		}
+		if (c->nstalled == 0 && c->stalled_cap > LIST_KEEP) {
+			free(c->stalled);
+			c->stalled = NULL;
+			c->stalled_cap = 0;
+		}
+	}
+	c->dirty_peak = 0;
 }
 
 /* A peer that takes nothing for slow_consumer_ms is dropped. */
@@ -1755,7 +1774,7 @@ conn_timers(struct conn *c, uint64_t now)
 	if (drop_slow(c, now)) {
 		return;
 	}
-	shrink_rbuf(c);
+	shrink_buffers(c, now);
 	if (clock_since(now, c->last_ping_ms) >= cfg->keepalive_ms) {
 		struct ctl_msg m = {.type = CTL_PING};
 		m.u.token = clock_us(); /* microseconds: the PONG gives the round trip */

@@ -143,12 +143,15 @@ struct conn {
 	uint32_t ins_cap;      /* ids below this have a place in ins_pages */
 	struct inchan **dirty; /* channels to acknowledge after this read */
 	uint32_t ndirty, dirty_cap;
+	uint32_t dirty_peak;     /* the most acknowledged at once since the timers looked */
 	struct inchan **stalled; /* channels with a backlog */
 	uint32_t nstalled, stalled_cap;
 
 	uint8_t *rbuf;
 	size_t rlen, rcap, rmax;
-	size_t rpeak; /* the largest read since the timers last looked */
+	size_t rpeak;     /* the largest read since the timers last looked */
+	uint64_t rbig_ms; /* when they last saw a read of a quarter of rcap */
+	uint64_t lbig_ms; /* or a list used past a quarter of its size */
 	bool got_preamble, got_hello;
 
 	_Atomic uint64_t batches, batch_bytes, batch_largest, messages_in, bytes_in;
