@@ -196,18 +196,20 @@ loop_closing(const struct loop *l)
 /* ---- calls from other threads ---- */
 
 /*
- * The caller looks at its call for a while before it sleeps on the
- * condition: declaring thousands of keys in a row is a call each, and the
- * I/O thread answers within microseconds while it polls, where a sleep and
- * a wake-up on each side would cost tens.
+ * While the I/O thread polls, the caller looks at its call for a while
+ * before it sleeps on the condition: declaring thousands of keys in a row
+ * is a call each, and a polling thread answers within microseconds, where
+ * a sleep and a wake-up on each side would cost tens.
  */
 static void
 wait_done(struct loop *l, struct call *c)
 {
 	uint64_t t0 = clock_ns();
+	/* a thread that does not poll answers after a wake-up: sleep at once */
+	bool look = atomic_load(&l->spinning);
 
 	for (unsigned n = 0; !atomic_load_explicit(&c->done, memory_order_acquire); n++) {
-		if ((n & 63) == 63 && clock_since(clock_ns(), t0) > SPIN_NS) {
+		if (!look || ((n & 63) == 63 && clock_since(clock_ns(), t0) > SPIN_NS)) {
 			pthread_mutex_lock(&l->lock);
 			while (!atomic_load_explicit(&c->done, memory_order_acquire)) {
 				pthread_cond_wait(&l->cond, &l->lock);
