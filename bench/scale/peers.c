@@ -39,7 +39,8 @@
 #define PUB_THREADS 2
 /* Descriptors a peer node holds (its socket, epoll, wake-up and timer),
  * with room to spare. */
-#define FDS_PER_PEER 6
+#define FDS_PER_PEER  6
+#define CONNECT_GROUP 100
 
 struct peer {
 	tern_node *node;
@@ -196,6 +197,9 @@ node_open(const char *id, int mode)
 	if (mode == TERN_MODE_PEER) {
 		cfg.log_level = TERN_LOG_INFO;
 		cfg.log_fn = on_log;
+		/* a thousand telemetry threads would take the CPU from the router
+		 * under measure, which keeps its own */
+		cfg.telemetry_interval_ms = 0;
 	}
 	if (tern_node_open(&n, &cfg) != 0) {
 		die("open a node");
@@ -284,21 +288,26 @@ on_msg(void *arg, const tern_msg *m)
 	atomic_fetch_add_explicit(&p->received, 1, memory_order_relaxed);
 }
 
+/* Connect in groups: a thousand handshakes at once would keep the router
+ * past their deadline. */
 static void
 peers_connect(struct peer *ps, long n, const char *bound)
 {
 	char id[64];
 
-	for (long i = 0; i < n; i++) {
-		snprintf(id, sizeof(id), "scale-peer-%ld", i);
-		ps[i].node = node_open(id, TERN_MODE_PEER);
-		if (tern_node_connect(ps[i].node, bound) != 0) {
-			die("connect");
+	for (long g = 0; g < n; g += CONNECT_GROUP) {
+		long end = g + CONNECT_GROUP < n ? g + CONNECT_GROUP : n;
+		for (long i = g; i < end; i++) {
+			snprintf(id, sizeof(id), "scale-peer-%ld", i);
+			ps[i].node = node_open(id, TERN_MODE_PEER);
+			if (tern_node_connect(ps[i].node, bound) != 0) {
+				die("connect");
+			}
 		}
-	}
-	for (long i = 0; i < n; i++) {
-		if (tern_node_wait_peers(ps[i].node, 1, 60000) != 0) {
-			die("wait for the router");
+		for (long i = g; i < end; i++) {
+			if (tern_node_wait_peers(ps[i].node, 1, 60000) != 0) {
+				die("wait for the router");
+			}
 		}
 	}
 }
