@@ -493,16 +493,23 @@ report_idle(pid_t router, long n, double seconds, long rss_before, long rss_decl
 	fflush(stdout);
 }
 
+/* The "close" line: how long closing the publishers and subscribers, then
+ * the nodes, took. */
 static void
 peers_close(struct peer *ps, long n)
 {
+	double t0 = now_s(), t1;
+
 	for (long i = 0; i < n; i++) {
 		tern_pub_close(ps[i].pub);
 		tern_sub_close(ps[i].sub);
 	}
+	t1 = now_s();
 	for (long i = 0; i < n; i++) {
 		tern_node_close(ps[i].node);
 	}
+	printf("close n=%ld pubs_subs_s=%.3f nodes_s=%.3f\n", n, t1 - t0, now_s() - t1);
+	fflush(stdout);
 }
 
 static int
