@@ -35,6 +35,8 @@
 
 #include <tern/tern.h>
 
+#include "scale.h"
+
 static double
 now_s(void)
 {
@@ -418,10 +420,12 @@ cmd_idle(long keys)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: tern-scale declare [--keys N]\n"
-	                "       tern-scale stream [--keys N,N,...] [--seconds S] [--size B]\n"
-	                "       tern-scale arrival [--keys N]\n"
-	                "       tern-scale idle [--keys N]\n");
+	fprintf(stderr,
+	        "usage: tern-scale declare [--keys N]\n"
+	        "       tern-scale stream [--keys N,N,...] [--seconds S] [--size B]\n"
+	        "       tern-scale arrival [--keys N]\n"
+	        "       tern-scale idle [--keys N]\n"
+	        "       tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S]\n");
 	exit(2);
 }
 
@@ -434,6 +438,13 @@ main(int argc, char **argv)
 
 	if (argc < 2) {
 		usage();
+	}
+	if (strcmp(argv[1], "peers") == 0) {
+		int rc = scale_peers(argc, argv);
+		if (rc == 2) {
+			usage();
+		}
+		return rc;
 	}
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {
