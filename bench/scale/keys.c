@@ -35,6 +35,8 @@
 
 #include <tern/tern.h>
 
+#include "scale_routers.h"
+
 static double
 now_s(void)
 {
@@ -421,7 +423,9 @@ usage(void)
 	fprintf(stderr, "usage: tern-scale declare [--keys N]\n"
 	                "       tern-scale stream [--keys N,N,...] [--seconds S] [--size B]\n"
 	                "       tern-scale arrival [--keys N]\n"
-	                "       tern-scale idle [--keys N]\n");
+	                "       tern-scale idle [--keys N]\n"
+	                "       tern-scale routers [--shape chain|triangle] [--subs N] [--peers P] "
+	                "[--messages M]\n");
 	exit(2);
 }
 
@@ -434,6 +438,9 @@ main(int argc, char **argv)
 
 	if (argc < 2) {
 		usage();
+	}
+	if (strcmp(argv[1], "routers") == 0) {
+		return scale_routers(argc - 1, argv + 1);
 	}
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {
