@@ -420,12 +420,13 @@ cmd_idle(long keys)
 static void
 usage(void)
 {
-	fprintf(stderr,
-	        "usage: tern-scale declare [--keys N]\n"
-	        "       tern-scale stream [--keys N,N,...] [--seconds S] [--size B]\n"
-	        "       tern-scale arrival [--keys N]\n"
-	        "       tern-scale idle [--keys N]\n"
-	        "       tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S]\n");
+	fprintf(stderr, "usage: tern-scale declare [--keys N]\n"
+	                "       tern-scale stream [--keys N,N,...] [--seconds S] [--size B]\n"
+	                "       tern-scale arrival [--keys N]\n"
+	                "       tern-scale idle [--keys N]\n"
+	                "       tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S]\n"
+	                "       tern-scale routers [--shape chain|triangle] [--subs N] [--peers P] "
+	                "[--messages M]\n");
 	exit(2);
 }
 
@@ -445,6 +446,9 @@ main(int argc, char **argv)
 			usage();
 		}
 		return rc;
+	}
+	if (strcmp(argv[1], "routers") == 0) {
+		return scale_routers(argc - 1, argv + 1);
 	}
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--keys") == 0 && i + 1 < argc) {

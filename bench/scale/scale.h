@@ -8,4 +8,10 @@
 /* tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S] */
 int scale_peers(int argc, char **argv);
 
+/* tern-scale routers: subscriptions spread through three routers. argv[0]
+ * is "routers"; prints one key=value line a measurement. Ends the process
+ * once measured (status 1 if a message was lost, repeated or misrouted, or
+ * the routes did not converge; 2 on a bad option). */
+int scale_routers(int argc, char **argv);
+
 #endif
