@@ -3,11 +3,11 @@
 #
 #   tests/fuzz/run.sh SECONDS [BUILD_DIR] [HARNESS...]
 #
-# Each harness runs for SECONDS, one after another, starting from its seed
-# corpus (tests/fuzz/corpus/NAME, only read) and the inputs it found in
-# earlier runs (BUILD_DIR/corpus/NAME). A crash, a leak, a hang or a broken
+# Each harness runs for SECONDS, one a core side by side (TERN_FUZZ_JOBS
+# sets how many), starting from its seed corpus (tests/fuzz/corpus/NAME, only
+# read) and the inputs it found in earlier runs (BUILD_DIR/corpus/NAME). A crash, a leak, a hang or a broken
 # property stops that harness; its input is saved as BUILD_DIR/crashes/NAME-*
-# and the script exits 1 after running the others. To keep such an input:
+# and the script exits 1 once the others have run. To keep such an input:
 # copy it into tests/fuzz/corpus/NAME/ once the bug is fixed.
 #
 # TERN_FUZZ_SEED=N gives libFuzzer a fixed seed, so that a run from the same
@@ -58,11 +58,10 @@ if ! cmake --build "$build" -j2 --target "${targets[@]}" >"$build/build.log" 2>&
   exit 1
 fi
 
-failed=0
-for h in "${harnesses[@]}"; do
-  mkdir -p "$build/corpus/$h" "$build/crashes"
-  log="$build/fuzz_$h.log"
-  opts=()
+# fuzz_one NAME: run one harness; its summary goes to BUILD/fuzz_NAME.result,
+# its exit status to BUILD/fuzz_NAME.rc.
+fuzz_one() {
+  local h=$1 log="$build/fuzz_$1.log" opts=() rc runs cov found
   [ -f "$here/$h.dict" ] && opts=("-dict=$here/$h.dict")
   [ -n "${TERN_FUZZ_SEED:-}" ] && opts+=("-seed=$TERN_FUZZ_SEED")
   set +e
@@ -79,9 +78,32 @@ for h in "${harnesses[@]}"; do
     printf 'fuzz_%s: %s executions in %s s, %s, %s inputs in %s\n' \
       "$h" "${runs:-?}" "$seconds" "${cov:-cov: ?}" "$found" "$build/corpus/$h"
   else
-    failed=1
     printf 'fuzz_%s: FAILED after %s executions (exit %d); log: %s\n' "$h" "${runs:-?}" "$rc" "$log"
     grep -E '^(==[0-9]+==ERROR|SUMMARY|.*property broken|artifact_prefix|Test unit written)' "$log" | head -n 8 || true
+  fi >"$build/fuzz_$h.result"
+  echo "$rc" >"$build/fuzz_$h.rc"
+}
+
+# Each harness is one process on one core: TERN_FUZZ_JOBS of them (default:
+# one a core) run side by side, each still for SECONDS.
+jobs=${TERN_FUZZ_JOBS:-$(nproc)}
+mkdir -p "$build/crashes"
+running=0
+for h in "${harnesses[@]}"; do
+  mkdir -p "$build/corpus/$h"
+  rm -f "$build/fuzz_$h.rc" "$build/fuzz_$h.result"
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
   fi
+  fuzz_one "$h" &
+  running=$((running + 1))
+done
+wait || true
+
+failed=0
+for h in "${harnesses[@]}"; do
+  cat "$build/fuzz_$h.result" 2>/dev/null || echo "fuzz_$h: no result (the script running it died)"
+  [ "$(cat "$build/fuzz_$h.rc" 2>/dev/null)" = 0 ] || failed=1
 done
 exit "$failed"
