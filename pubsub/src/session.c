@@ -1001,6 +1001,23 @@ has_out(const struct src *src, const struct conn *c)
 	return false;
 }
 
+/* A channel to c's peer on an earlier connection is still on the route,
+ * waiting for the publisher to let go before it closes: what it kept is
+ * parked only then. A channel opened on c before that would start without
+ * it, and the peer would miss what the broken connection lost. */
+static bool
+closing_to_peer(const struct src *src, const struct conn *c)
+{
+	for (int k = 0; k < src->nouts; k++) {
+		const struct conn *o = src->outs[k].conn;
+		if (o != c && atomic_load(&src->outs[k].oc->detached) &&
+		    strcmp(o->peer_id, c->peer_id) == 0) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Bring a source's route up to date (I/O thread). Channels a publisher may
  * still be using stay, detached, until it is done. */
 static void
@@ -1030,8 +1047,10 @@ src_update(struct session *s, struct src *src)
 		out_close(s, src, o);
 		src->outs[k] = src->outs[--src->nouts];
 	}
+	/* update_due is set while a closing channel waits: this runs again */
 	for (int k = 0; k < s->nwant; k++) {
-		if (conn_state(s->want[k]) == CONN_READY && !has_out(src, s->want[k])) {
+		if (conn_state(s->want[k]) == CONN_READY && !has_out(src, s->want[k]) &&
+		    !closing_to_peer(src, s->want[k])) {
 			out_open(s, src, s->want[k]);
 		}
 	}

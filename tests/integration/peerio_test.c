@@ -994,6 +994,11 @@ test_reset_resumes_reliable(void **state)
 		while (tern_sub_recv(sub, &m, 0) == 0) {
 			uint64_t v;
 			memcpy(&v, m.data, sizeof(v));
+			if (v != next) {
+				print_message("expected %llu, got %llu (seq %llu), %d reset(s)\n",
+				              (unsigned long long)next, (unsigned long long)v,
+				              (unsigned long long)m.seq, r.resets);
+			}
 			assert_true(v == next); /* in order, none twice */
 			next++;
 		}
