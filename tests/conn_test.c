@@ -3,7 +3,8 @@
  * a clock reading taken before the connection's own time stamps, as the
  * I/O thread's timers do when a connection is created, or hears from its
  * peer, after they read the clock. Such an elapsed time is no time at all,
- * never 584 years.
+ * never 584 years. Also the keepalives the timers send (gathered within a
+ * slack, left out while the peer pings) and the loop's work stack.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,10 +93,10 @@ test_handshake_deadline_before_creation(void **state)
 	struct fixture *f = *state;
 
 	/* the timers read the clock, then the connection was accepted */
-	conn_timers(f->c, f->c->created_ms - 5);
+	conn_timers(f->c, f->c->created_ms - 5, 0);
 	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
 	/* the deadline itself still holds */
-	conn_timers(f->c, f->c->created_ms + f->cfg.handshake_timeout_ms + 1);
+	conn_timers(f->c, f->c->created_ms + f->cfg.handshake_timeout_ms + 1, 0);
 	assert_int_equal(conn_state(f->c), CONN_DEAD);
 	assert_non_null(strstr(f->c->reason, "handshake"));
 }
@@ -112,11 +113,88 @@ test_keepalive_deadline_before_last_read(void **state)
 	/* a read after the timers took the time */
 	f->c->last_rx_ms = now + 5;
 	f->c->last_ping_ms = now + 5;
-	conn_timers(f->c, now);
+	conn_timers(f->c, now, 0);
 	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
-	conn_timers(f->c, now + 5 + 3ull * f->cfg.keepalive_ms + 1);
+	conn_timers(f->c, now + 5 + 3ull * f->cfg.keepalive_ms + 1, 0);
 	assert_int_equal(conn_state(f->c), CONN_DEAD);
 	assert_non_null(strstr(f->c->reason, "keepalive"));
+}
+
+/* The connection as after its handshake, with nothing queued. */
+static void
+make_ready(struct fixture *f)
+{
+	f->c->got_hello = true;
+	atomic_store(&f->c->state, CONN_READY);
+	f->c->out_len = 0;
+}
+
+static void
+test_ping_due_within_slack_goes_now(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t now = f->c->last_rx_ms, k = f->cfg.keepalive_ms;
+
+	make_ready(f);
+	f->c->last_ping_ms = now - (k - 20);
+	conn_timers(f->c, now, 10);
+	assert_int_equal(f->c->out_len, 0); /* due in 20 ms, beyond the slack */
+	conn_timers(f->c, now, 20);
+	assert_true(f->c->out_len > 0);
+	assert_int_equal(f->c->last_ping_ms, now);
+}
+
+/* While the peer pings, seven of ours in eight are left out; without its
+ * PINGs, every one goes. */
+static void
+test_pings_left_out_while_peer_pings(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t t = f->c->last_rx_ms, k = f->cfg.keepalive_ms;
+	int sent = 0;
+
+	make_ready(f);
+	f->c->last_ping_ms = t - k;
+	for (int i = 0; i < 16; i++, t += k) {
+		size_t before = f->c->out_len;
+		f->c->peer_ping_ms = f->c->last_rx_ms = t - 1;
+		conn_timers(f->c, t, 0);
+		assert_int_equal(f->c->last_ping_ms, t);
+		sent += f->c->out_len > before;
+	}
+	assert_int_equal(sent, 2);
+	/* the peer stopped pinging a keepalive interval ago */
+	for (int i = 0; i < 3; i++, t += k) {
+		size_t before = f->c->out_len;
+		f->c->last_rx_ms = t - 1;
+		conn_timers(f->c, t, 0);
+		assert_true(f->c->out_len > before);
+	}
+	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
+}
+
+/* A connection is listed once until the loop takes the stack, and again
+ * after the loop has unlisted it. */
+static void
+test_work_listed_once_until_taken(void **state)
+{
+	struct fixture *f = *state;
+	_Atomic(struct conn *) work;
+
+	atomic_init(&work, NULL);
+	f->env.work = &work;
+	assert_null(conn_work_take(&work));
+	conn_mark_pending(f->c);
+	conn_mark_pending(f->c);
+	assert_ptr_equal(conn_work_take(&work), f->c);
+	assert_null(conn_work_take(&work));
+	conn_mark_pending(f->c); /* taken, not yet unlisted: still listed */
+	assert_null(conn_work_take(&work));
+	assert_null(conn_work_unlist(f->c));
+	conn_fail(f->c, "test");
+	assert_ptr_equal(conn_work_take(&work), f->c);
+	assert_null(conn_work_unlist(f->c));
+	f->env.work = NULL;
 }
 
 int
@@ -127,6 +205,9 @@ main(void)
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_keepalive_deadline_before_last_read, setup,
 	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_ping_due_within_slack_goes_now, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pings_left_out_while_peer_pings, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_work_listed_once_until_taken, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,12 +4,14 @@
  * message crosses the router (issue 19's "1,000 peer connections" target).
  *
  *   tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S]
+ *                    [--keepalive MS]
  *       a router process (TERN_MODE_ROUTER on loopback TCP) and N peer
  *       nodes in this process; peer i subscribes to p/i and publishes on
  *       p/(i+1)%N. All publish B-byte messages for S seconds, from a few
  *       threads round-robin over the publishers; then the traffic drains
  *       and the router sits idle, every connection open, for S seconds
- *       of --idle.
+ *       of --idle. --keepalive sets every node's keepalive_ms (default
+ *       the library's): an idle router's work is the keepalives' traffic.
  *
  * Two lines on stdout: "peers" (the time to connect, declare and match,
  * the aggregate rate, each peer's received rate and the fastest/slowest
@@ -184,6 +186,8 @@ on_log(void *arg, int level, const char *line)
 	}
 }
 
+static uint32_t keepalive_ms; /* 0: the library's default */
+
 static tern_node *
 node_open(const char *id, int mode)
 {
@@ -194,6 +198,9 @@ node_open(const char *id, int mode)
 	cfg.id = id;
 	cfg.mode = mode;
 	cfg.log_level = TERN_LOG_ERROR;
+	if (keepalive_ms != 0) {
+		cfg.keepalive_ms = keepalive_ms;
+	}
 	if (mode == TERN_MODE_PEER) {
 		cfg.log_level = TERN_LOG_INFO;
 		cfg.log_fn = on_log;
@@ -567,6 +574,12 @@ scale_peers(int argc, char **argv)
 			size = atol(argv[++i]);
 		} else if (strcmp(argv[i], "--idle") == 0) {
 			idle_s = atof(argv[++i]);
+		} else if (strcmp(argv[i], "--keepalive") == 0) {
+			long ms = atol(argv[++i]);
+			keepalive_ms = ms > 0 && ms <= 3600000 ? (uint32_t)ms : 0;
+			if (keepalive_ms == 0) {
+				return 2;
+			}
 		} else {
 			return 2;
 		}

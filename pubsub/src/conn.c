@@ -29,7 +29,11 @@
 /* How long a grown buffer must go unused before it is given back. */
 #define SHRINK_AFTER_MS 1000
 #define IOV_BATCH       256
-#define TOOK_MAX        128
+/* A side whose peer keeps pinging sends at most one PING in this many plus
+ * one: enough to keep its round trip and clock offset fresh, while a
+ * thousand idle connections cost half the wake-ups. */
+#define PINGS_SKIP_MAX 7
+#define TOOK_MAX       128
 /*
  * On a long round trip, a blocked channel whose receiver keeps up jumps at
  * once to the window that carries FLOOR_RATE bytes a microsecond (25 MB/s),
@@ -133,6 +137,62 @@ out_reserve(struct conn *c, size_t more)
 	return true;
 }
 
+/*
+ * List the connection on the loop's work stack, once until the loop takes
+ * it. Called after every change that needs the loop (data pending, a
+ * failed write, a death), on any thread: the loop looks at listed
+ * connections, not at all of them. The flag is set before the push and
+ * cleared by the loop before it looks at the connection, so a change
+ * after that look lists it again.
+ */
+static void
+note_work(struct conn *c)
+{
+	_Atomic(struct conn *) *work = c->env->work;
+	struct conn *head;
+
+	if (work == NULL || atomic_exchange(&c->listed, true)) {
+		return;
+	}
+	head = atomic_load_explicit(work, memory_order_relaxed);
+	do {
+		c->work_next = head;
+	} while (!atomic_compare_exchange_weak_explicit(work, &head, c, memory_order_seq_cst,
+	                                                memory_order_relaxed));
+}
+
+struct conn *
+conn_work_take(_Atomic(struct conn *) *work)
+{
+	if (atomic_load_explicit(work, memory_order_relaxed) == NULL) {
+		return NULL;
+	}
+	return atomic_exchange_explicit(work, NULL, memory_order_acquire);
+}
+
+struct conn *
+conn_work_unlist(struct conn *c)
+{
+	struct conn *next = c->work_next;
+
+	atomic_store(&c->listed, false);
+	return next;
+}
+
+static void
+set_pending(struct conn *c)
+{
+	atomic_store(&c->pending, 1);
+	note_work(c);
+}
+
+static void
+set_dead(struct conn *c)
+{
+	atomic_store(&c->dead, 1);
+	note_work(c);
+}
+
 static void
 send_ctl_locked(struct conn *c, const struct ctl_msg *m)
 {
@@ -147,7 +207,7 @@ send_ctl_locked(struct conn *c, const struct ctl_msg *m)
 	c->out_len += wire_header_encode(c->out + c->out_len, &f);
 	memcpy(c->out + c->out_len, body, (size_t)n);
 	c->out_len += (size_t)n;
-	atomic_store(&c->pending, 1);
+	set_pending(c);
 }
 
 void
@@ -417,7 +477,7 @@ settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written, ui
 			outchan_copy_cut(oc, written, c->out + c->out_len, end - written);
 			c->out_len += end - written;
 		} else {
-			atomic_store(&c->dead, 1);
+			set_dead(c);
 			snprintf(c->write_error, sizeof(c->write_error), "out of memory");
 		}
 	}
@@ -502,7 +562,7 @@ static void
 choke(struct conn *c)
 {
 	set_epollout(c, true);
-	atomic_store(&c->pending, 1);
+	set_pending(c);
 	mark_choked(c);
 }
 
@@ -517,7 +577,7 @@ flush_tls(struct conn *c, struct batch *b, bool *wrote)
 
 	if (n < 0) {
 		settle(c, b, 0);
-		atomic_store(&c->dead, 1);
+		set_dead(c);
 		return false;
 	}
 	if (n > 0) {
@@ -590,7 +650,7 @@ flush_locked(struct conn *c)
 			} else {
 				snprintf(c->write_error, sizeof(c->write_error), "write: %s",
 				         strerror(errno));
-				atomic_store(&c->dead, 1);
+				set_dead(c);
 			}
 			return wrote;
 		}
@@ -803,6 +863,7 @@ conn_fail(struct conn *c, const char *why)
 	}
 	atomic_store(&c->dead, 1);
 	atomic_store(&c->state, CONN_DEAD);
+	note_work(c); /* the loop reaps it */
 	snprintf(c->reason, sizeof(c->reason), "%s", why);
 	epoll_ctl(c->env->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	shutdown(c->fd, SHUT_RDWR);
@@ -847,8 +908,14 @@ conn_data_pending(struct conn *c)
 		if (c->env->cfg->batch_max_delay_us > 0) {
 			atomic_store(&c->pending_since_ns, clock_ns());
 		}
-		atomic_store(&c->pending, 1);
+		set_pending(c);
 	}
+}
+
+void
+conn_mark_pending(struct conn *c)
+{
+	set_pending(c);
 }
 
 bool
@@ -1351,6 +1418,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 		return 0;
 	case CTL_PING: {
 		struct ctl_msg r = {.type = CTL_PONG};
+		c->peer_ping_ms = clock_ms();
 		r.u.token = m.u.token;
 		r.u.time_us = clock_wall_us();
 		conn_send_ctl(c, &r);
@@ -1747,7 +1815,7 @@ conn_next_timer(struct conn *c)
 }
 
 void
-conn_timers(struct conn *c, uint64_t now)
+conn_timers(struct conn *c, uint64_t now, uint64_t slack)
 {
 	const tern_config *cfg = c->env->cfg;
 	/* the peer pings at its own interval: allow three of the longer one */
@@ -1775,8 +1843,19 @@ conn_timers(struct conn *c, uint64_t now)
 		return;
 	}
 	shrink_buffers(c, now);
-	if (clock_since(now, c->last_ping_ms) >= cfg->keepalive_ms) {
+	if (clock_since(now, c->last_ping_ms) + slack >= cfg->keepalive_ms) {
 		struct ctl_msg m = {.type = CTL_PING};
+		/* The peer's PINGs keep us alive to it (we answer each) and it
+		 * to us: ours would only refresh the round trip, which an eighth
+		 * of them does. Both sides may skip: the one whose PINGs came
+		 * first keeps pinging. */
+		if (c->peer_ping_ms != 0 && clock_since(now, c->peer_ping_ms) < cfg->keepalive_ms &&
+		    c->pings_skipped < PINGS_SKIP_MAX) {
+			c->pings_skipped++;
+			c->last_ping_ms = now;
+			return;
+		}
+		c->pings_skipped = 0;
 		m.u.token = clock_us(); /* microseconds: the PONG gives the round trip */
 		c->last_ping_ms = now;
 		conn_send_ctl(c, &m);

@@ -51,6 +51,10 @@ struct conn_env {
 	const struct logger *log;
 	int epfd;
 	uint64_t window_init, window_max; /* of the channels we receive on */
+	/* The loop's list of connections that may have work (data to write, a
+	 * failed write, a death): a lock-free stack its owner takes whole, so
+	 * the loop looks at these and not at every connection. NULL: none. */
+	_Atomic(struct conn *) *work;
 };
 
 struct conn;
@@ -103,6 +107,8 @@ struct conn {
 	uint64_t peer_keepalive_ms;
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
+	uint64_t peer_ping_ms;  /* I/O thread: the peer's last PING came then (0: none) */
+	uint32_t pings_skipped; /* I/O thread: ours left out since the last we sent */
 	uint64_t slow_check_ms; /* when the channels were last looked at for a slow consumer */
 	uint64_t rtt_us;        /* shortest round trip seen by PING/PONG, 0 until measured */
 	/* I/O thread: the peer's wall clock minus ours, in microseconds, from
@@ -118,6 +124,10 @@ struct conn {
 	atomic_bool choked; /* the socket took less than offered: wait for EPOLLOUT */
 	atomic_int dead;    /* set first when the connection fails */
 	atomic_int pending; /* rings or conn->out may hold data */
+	/* on env->work; work_next is the producer's until the loop takes the
+	 * stack and the loop's until it clears `listed` */
+	atomic_bool listed;
+	struct conn *work_next;
 	_Atomic uint64_t pending_since_ns; /* when data first waited (batching.max_delay_us) */
 	_Atomic uint64_t last_direct_ns;   /* the last write from a publishing thread */
 	struct outchan_budget budget;      /* what the send rings may hold */
@@ -167,11 +177,20 @@ void conn_start(struct conn *c);
 void conn_on_event(struct conn *c, uint32_t events);
 void conn_fail(struct conn *c, const char *why);
 void conn_free(struct conn *c);
-void conn_timers(struct conn *c, uint64_t now_ms);
+/* Keepalives, deadlines, a slow consumer, buffers to shrink. A PING due
+ * within slack_ms goes now, so that the loop can see to many connections'
+ * keepalives at once. */
+void conn_timers(struct conn *c, uint64_t now_ms, uint64_t slack_ms);
 /* When conn_timers next has work to do (clock_ms), or 0 while anything is
  * under way on the connection: a handshake, data in a ring (unsent or
  * unacknowledged), a backlog, a failed write. */
 uint64_t conn_next_timer(struct conn *c);
+/* Take env->work whole: the connections listed since the last take, in a
+ * chain. Walk it with conn_work_unlist, which returns the next one and
+ * unlists this one, so that a later change lists it again: look at a
+ * connection's flags only after unlisting it. */
+struct conn *conn_work_take(_Atomic(struct conn *) *work);
+struct conn *conn_work_unlist(struct conn *c);
 /* Close a connection whose write failed on any thread. */
 void conn_reap_failed_write(struct conn *c);
 /* Offer the backlogs again; true if any emptied. */
@@ -199,6 +218,9 @@ bool conn_try_flush(struct conn *c);
 /* Data frames wait to be written: with batching.max_delay_us, the hold
  * starts now unless data was already waiting. */
 void conn_data_pending(struct conn *c);
+/* Data waits to be written, without a batching hold: the I/O thread
+ * writes it at its next round. Any thread. */
+void conn_mark_pending(struct conn *c);
 void conn_send_ctl(struct conn *c, const struct ctl_msg *m);
 
 static inline int

@@ -70,8 +70,11 @@ struct peer {
 	struct dialer *dialer;
 	bool gone;          /* dead, and the session has forgotten it */
 	bool counted_ready; /* counted in ready_peers */
+	bool in_work;       /* on loop->work */
 	uint64_t fill_mark, fill_since;
-	struct peer *next;
+	uint64_t due_ms; /* when its timers next have work (see run_timers) */
+	struct peer *next, *prev;
+	struct peer *wnext, *wprev; /* on loop->work */
 };
 
 struct dialer {
@@ -121,6 +124,15 @@ struct loop {
 	struct call *calls;
 	atomic_bool has_calls; /* calls is not empty: seen while polling without the lock */
 	int ready_peers;
+
+	/* The connections with work, listed by conn.c on any thread (a stack
+	 * taken whole each round), and those the I/O thread looks at each
+	 * round: what was listed, what had events, and what still has data,
+	 * a backlog or a death to finish. A round costs what is under way,
+	 * not what is connected. */
+	_Atomic(struct conn *) work_head;
+	struct peer *work;      /* I/O thread */
+	uint64_t timers_due_ms; /* I/O thread: no peer's timers are due before */
 
 	/* I/O thread */
 	struct peer *peers;
@@ -325,6 +337,51 @@ on_control(void *arg, struct conn *c, const struct ctl_msg *m)
 static const struct conn_ops peer_ops = {
     .ready = on_ready, .synced = on_synced, .control = on_control};
 
+static void
+work_add(struct loop *l, struct peer *p)
+{
+	if (p->in_work) {
+		return;
+	}
+	p->in_work = true;
+	p->wprev = NULL;
+	p->wnext = l->work;
+	if (l->work != NULL) {
+		l->work->wprev = p;
+	}
+	l->work = p;
+}
+
+static void
+work_remove(struct loop *l, struct peer *p)
+{
+	if (!p->in_work) {
+		return;
+	}
+	p->in_work = false;
+	if (p->wprev != NULL) {
+		p->wprev->wnext = p->wnext;
+	} else {
+		l->work = p->wnext;
+	}
+	if (p->wnext != NULL) {
+		p->wnext->wprev = p->wprev;
+	}
+}
+
+/* What conn.c listed since the last round joins the work. */
+static void
+take_work(struct loop *l)
+{
+	struct conn *c = conn_work_take(&l->work_head);
+
+	while (c != NULL) {
+		struct conn *next = conn_work_unlist(c);
+		work_add(l, c->arg);
+		c = next;
+	}
+}
+
 static struct peer *
 peer_new(struct loop *l, int fd, bool outbound, bool connecting, bool tls, const char *endpoint)
 {
@@ -348,7 +405,12 @@ peer_new(struct loop *l, int fd, bool outbound, bool connecting, bool tls, const
 		return NULL;
 	}
 	p->next = l->peers;
+	if (l->peers != NULL) {
+		l->peers->prev = p;
+	}
 	l->peers = p;
+	l->timers_due_ms = 0; /* its handshake deadline */
+	work_add(l, p);
 	return p;
 }
 
@@ -441,6 +503,15 @@ peer_free(struct loop *l, struct peer *p)
 	if (largest > l->batch_largest) {
 		l->batch_largest = largest;
 	}
+	work_remove(l, p);
+	if (p->prev != NULL) {
+		p->prev->next = p->next;
+	} else {
+		l->peers = p->next;
+	}
+	if (p->next != NULL) {
+		p->next->prev = p->prev;
+	}
 	conn_free(c);
 	free(p);
 }
@@ -460,51 +531,96 @@ trim_heap(void)
 #endif
 }
 
-/* Free dead connections once routing has let go of them and what they
- * received is delivered. */
+/* Whether a connection still needs the loop every round. */
+static bool
+has_work(const struct conn *c)
+{
+	return atomic_load(&c->pending) || atomic_load(&c->dead) || c->nstalled > 0 ||
+	       conn_state(c) == CONN_DEAD;
+}
+
+/* When a peer's timers are next due, from conn_next_timer (0: a tick). */
+static void
+set_due(struct loop *l, struct peer *p, uint64_t now)
+{
+	uint64_t t = conn_next_timer(p->conn);
+
+	p->due_ms = t != 0 ? t : now + TICK_NS / 1000000;
+	if (p->due_ms < l->timers_due_ms) {
+		l->timers_due_ms = p->due_ms;
+	}
+}
+
+/* Free a dead connection once routing has let go of it, what it received
+ * is delivered, and it is off the work stack. True if freed. */
+static bool
+reap_dead(struct loop *l, struct peer *p)
+{
+	if (!p->gone) {
+		peer_gone(l, p);
+	}
+	if (conn_busy(p->conn) || atomic_load(&p->conn->listed)) {
+		return false;
+	}
+	peer_free(l, p);
+	return true;
+}
+
+/* The end of a round: free the dead, and let go of connections that need
+ * no more rounds, noting when their timers are due. */
 static void
 reap(struct loop *l)
 {
-	struct peer **pp = &l->peers;
+	uint64_t now = clock_ms();
 	bool freed = false;
 
-	while (*pp != NULL) {
-		struct peer *p = *pp;
-		if (conn_state(p->conn) != CONN_DEAD) {
-			pp = &p->next;
-			continue;
+	for (struct peer *p = l->work, *next; p != NULL; p = next) {
+		next = p->wnext;
+		if (conn_state(p->conn) == CONN_DEAD) {
+			freed |= reap_dead(l, p);
+		} else if (!has_work(p->conn)) {
+			work_remove(l, p);
+			set_due(l, p, now);
+		} else if (p->due_ms > now + TICK_NS / 1000000) {
+			p->due_ms = now + TICK_NS / 1000000;
+			l->timers_due_ms =
+			    l->timers_due_ms < p->due_ms ? l->timers_due_ms : p->due_ms;
 		}
-		if (!p->gone) {
-			peer_gone(l, p);
-		}
-		if (conn_busy(p->conn)) {
-			pp = &p->next;
-			continue;
-		}
-		*pp = p->next;
-		peer_free(l, p);
-		freed = true;
 	}
 	/* give memory freed by closed connections back to the system, so a burst
 	 * of bad peers does not leave the process large */
-	if (freed && clock_since(clock_ms(), l->last_trim_ms) >= 1000) {
-		l->last_trim_ms = clock_ms();
+	if (freed && clock_since(now, l->last_trim_ms) >= 1000) {
+		l->last_trim_ms = now;
 		trim_heap();
 	}
 }
 
+/*
+ * Keepalives are coalesced: when any peer's timers are due, every peer
+ * whose timers are due within an eighth of the keepalive interval is seen
+ * to as well (its PING goes a little early). A router with a thousand
+ * peers then looks at them a few times per interval, not a thousand.
+ */
 static void
 run_timers(struct loop *l)
 {
-	uint64_t now = clock_ms();
+	uint64_t now = clock_ms(), slack = l->cfg->keepalive_ms / 8;
 
 	for (struct dialer *d = l->dialers; d != NULL; d = d->next) {
 		if (d->peer == NULL && now >= d->next_at_ms && !l->closing) {
 			dial(l, d, now);
 		}
 	}
-	for (struct peer *p = l->peers; p != NULL; p = p->next) {
-		conn_timers(p->conn, clock_ms());
+	if (now >= l->timers_due_ms) {
+		l->timers_due_ms = UINT64_MAX;
+		for (struct peer *p = l->peers; p != NULL; p = p->next) {
+			if (p->due_ms <= now + slack) {
+				conn_timers(p->conn, now, slack);
+				set_due(l, p, now);
+			} else if (p->due_ms < l->timers_due_ms) {
+				l->timers_due_ms = p->due_ms;
+			}
+		}
 	}
 	l->ticks_wanted = l->ops->tick(l->arg, now);
 }
@@ -583,7 +699,7 @@ flush_all(struct loop *l)
 {
 	bool any = false;
 
-	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+	for (struct peer *p = l->work; p != NULL; p = p->wnext) {
 		struct conn *c = p->conn;
 		/* a full socket is written when epoll says it drained */
 		if (atomic_load_explicit(&c->pending, memory_order_acquire) &&
@@ -607,7 +723,7 @@ retry_stalled(struct loop *l)
 {
 	bool progress = false;
 
-	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+	for (struct peer *p = l->work; p != NULL; p = p->wnext) {
 		if (p->conn->nstalled > 0) {
 			progress |= conn_retry_stalled(p->conn);
 		}
@@ -618,7 +734,10 @@ retry_stalled(struct loop *l)
 static bool
 anything_pending(struct loop *l)
 {
-	for (struct peer *p = l->peers; p != NULL; p = p->next) {
+	if (atomic_load(&l->work_head) != NULL) {
+		return true;
+	}
+	for (struct peer *p = l->work; p != NULL; p = p->wnext) {
 		if (atomic_load(&p->conn->pending) && !atomic_load(&p->conn->choked)) {
 			return true;
 		}
@@ -645,7 +764,9 @@ poll_events(struct loop *l, int64_t timeout_us)
 		} else if (*kind == EV_LISTENER) {
 			accept_all(l, (struct listener *)(void *)kind);
 		} else {
-			conn_on_event(((struct peer *)(void *)kind)->conn, evs[i].events);
+			struct peer *p = (struct peer *)(void *)kind;
+			conn_on_event(p->conn, evs[i].events);
+			work_add(l, p); /* its timers may be due sooner now */
 		}
 	}
 	return n;
@@ -703,11 +824,8 @@ sleep_us(struct loop *l)
 			next = d->next_at_ms;
 		}
 	}
-	for (struct peer *p = l->peers; p != NULL && next > now + tick_ms; p = p->next) {
-		uint64_t t = conn_next_timer(p->conn);
-		if (t < next) {
-			next = t;
-		}
+	if (l->timers_due_ms < next) {
+		next = l->timers_due_ms;
 	}
 	return (int64_t)(next > now + tick_ms ? next - now : tick_ms) * 1000;
 }
@@ -750,6 +868,7 @@ one_round(struct loop *l, uint64_t *last_timers)
 	}
 	busy |= calls;
 	busy |= l->ops->round(l->arg);
+	take_work(l);
 	busy |= flush_all(l);
 	busy |= retry_stalled(l);
 	l->ops->round(l->arg);
@@ -904,6 +1023,8 @@ loop_open(struct loop **out, const tern_config *cfg, const struct logger *log, u
 	l->env.cfg = cfg;
 	l->env.log = log;
 	l->env.epfd = l->epfd;
+	l->env.work = &l->work_head;
+	atomic_init(&l->work_head, NULL);
 	l->env.window_init = window_init;
 	l->env.window_max = window_max;
 	if (cfg->tls_cert != NULL || cfg->tls_key != NULL || cfg->tls_ca != NULL) {
@@ -1158,7 +1279,6 @@ free_all(struct loop *l)
 {
 	while (l->peers != NULL) {
 		struct peer *p = l->peers;
-		l->peers = p->next;
 		if (!p->gone) {
 			conn_fail(p->conn, "node closing");
 			p->gone = true;

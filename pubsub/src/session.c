@@ -980,7 +980,7 @@ out_open(struct session *s, struct src *src, struct conn *c)
 	}
 	resent = park_resume(&src->parked, c->peer_id, oc, &dropped);
 	if (resent >= 0) {
-		atomic_store(&c->pending, 1);
+		conn_mark_pending(c);
 		log_line(s->log, TERN_LOG_INFO, "resuming '%s' with %s: %d messages sent again%s",
 		         src->key, c->peer_id, resent,
 		         dropped ? " (some did not fit and are missed)" : "");
@@ -1948,7 +1948,7 @@ drained(struct src *src, bool consumed, bool *flagged)
 		    left > 0) {
 			empty = false;
 			if (!atomic_load(&c->pending)) {
-				atomic_store(&c->pending, 1);
+				conn_mark_pending(c);
 				*flagged = true;
 			}
 		}

@@ -55,7 +55,7 @@ after_put_low_latency(struct loop *l, struct conn *c, struct outchan *oc)
 	 * published while a write is under way goes out with the next write,
 	 * right behind it. */
 	if (!loop_on_thread(l) && loop_polling(l)) {
-		atomic_store(&c->pending, 1);
+		conn_mark_pending(c);
 		/* still polling after the flag is set: it sees the flag before
 		 * it sleeps; else write it here */
 		if (loop_polling(l)) {
