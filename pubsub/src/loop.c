@@ -122,7 +122,8 @@ struct loop {
 	pthread_mutex_t lock; /* calls, ready_peers */
 	pthread_cond_t cond;
 	struct call *calls;
-	atomic_bool has_calls; /* calls is not empty: seen while polling without the lock */
+	atomic_bool has_calls;    /* calls is not empty: seen while polling without the lock */
+	atomic_int call_sleepers; /* callers waiting on cond for their call's answer */
 	int ready_peers;
 
 	/* The connections with work, listed by conn.c on any thread (a stack
@@ -222,10 +223,14 @@ wait_done(struct loop *l, struct call *c)
 
 	for (unsigned n = 0; !atomic_load_explicit(&c->done, memory_order_acquire); n++) {
 		if (!look || ((n & 63) == 63 && clock_since(clock_ns(), t0) > SPIN_NS)) {
+			/* counted before done is looked at again: run_calls stores
+			 * done before it looks at the count */
 			pthread_mutex_lock(&l->lock);
-			while (!atomic_load_explicit(&c->done, memory_order_acquire)) {
+			atomic_fetch_add(&l->call_sleepers, 1);
+			while (!atomic_load(&c->done)) {
 				pthread_cond_wait(&l->cond, &l->lock);
 			}
+			atomic_fetch_sub(&l->call_sleepers, 1);
 			pthread_mutex_unlock(&l->lock);
 			return;
 		}
@@ -280,11 +285,15 @@ run_calls(struct loop *l)
 	while (rev != NULL) {
 		struct call *next = rev->next;
 		rev->rc = rev->fn(rev->arg);
-		/* the caller may return (and its call go) the moment it sees done */
-		pthread_mutex_lock(&l->lock);
-		atomic_store_explicit(&rev->done, true, memory_order_release);
-		pthread_cond_broadcast(&l->cond);
-		pthread_mutex_unlock(&l->lock);
+		/* the caller may return (and its call go) the moment it sees
+		 * done; one that looks for it without sleeping needs no lock
+		 * and no wake-up, which a run of declarations would pay each */
+		atomic_store(&rev->done, true);
+		if (atomic_load(&l->call_sleepers) > 0) {
+			pthread_mutex_lock(&l->lock);
+			pthread_cond_broadcast(&l->cond);
+			pthread_mutex_unlock(&l->lock);
+		}
 		rev = next;
 	}
 	return true;
@@ -967,8 +976,14 @@ io_main(void *arg)
 		}
 		if (pace.score > 0 && clock_since(clock_ns(), pace.last_busy) < SPIN_NS &&
 		    (spinning || (spinning = spin_slot_take(l)))) {
-			/* spin politely: a thread waiting for this core runs first */
-			sched_yield();
+			/* spin politely: a thread waiting for this core runs first,
+			 * except during a run of calls, whose next one comes within
+			 * microseconds and would wait for the system call */
+			if (clock_since(clock_ns(), l->calls_ns) > CALLS_POLL_NS) {
+				sched_yield();
+			} else {
+				cpu_relax();
+			}
 			idle_rounds++;
 			continue;
 		}
