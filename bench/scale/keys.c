@@ -425,7 +425,7 @@ usage(void)
 	                "       tern-scale arrival [--keys N]\n"
 	                "       tern-scale idle [--keys N]\n"
 	                "       tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S]\n"
-	                "                         [--keepalive MS]\n"
+	                "                         [--keepalive MS] [--burst M]\n"
 	                "       tern-scale routers [--shape chain|triangle] [--subs N] [--peers P] "
 	                "[--messages M]\n");
 	exit(2);

@@ -4,18 +4,20 @@
  * message crosses the router (issue 19's "1,000 peer connections" target).
  *
  *   tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S]
- *                    [--keepalive MS]
+ *                    [--keepalive MS] [--burst M]
  *       a router process (TERN_MODE_ROUTER on loopback TCP) and N peer
  *       nodes in this process; peer i subscribes to p/i and publishes on
  *       p/(i+1)%N. All publish B-byte messages for S seconds, from a few
- *       threads round-robin over the publishers; then the traffic drains
+ *       threads round-robin over the publishers, M messages (default 1)
+ *       to one before the next; then the traffic drains
  *       and the router sits idle, every connection open, for S seconds
  *       of --idle. --keepalive sets every node's keepalive_ms (default
  *       the library's): an idle router's work is the keepalives' traffic.
  *
  * Two lines on stdout: "peers" (the time to connect, declare and match,
  * the aggregate rate, each peer's received rate and the fastest/slowest
- * ratio, sent against received) and "idle" (the router's CPU and context
+ * ratio, sent against received, the router's CPU per second of traffic)
+ * and "idle" (the router's CPU and context
  * switches per idle second, read from /proc/PID of the router process,
  * and its memory per connection).
  */
@@ -187,6 +189,7 @@ on_log(void *arg, int level, const char *line)
 }
 
 static uint32_t keepalive_ms; /* 0: the library's default */
+static long burst = 1;        /* messages to one publisher before the next */
 
 static tern_node *
 node_open(const char *id, int mode)
@@ -362,10 +365,12 @@ publish_main(void *arg)
 	while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
 		for (long i = w->first; i < w->n; i += PUB_THREADS) {
 			struct peer *p = &w->peers[i];
-			if (tern_publish(p->pub, buf, w->size) == 0) {
-				p->sent++;
-			} else {
-				p->failed++;
+			for (long b = 0; b < burst; b++) {
+				if (tern_publish(p->pub, buf, w->size) == 0) {
+					p->sent++;
+				} else {
+					p->failed++;
+				}
 			}
 		}
 	}
@@ -441,7 +446,7 @@ cmp_double(const void *a, const void *b)
 /* The "peers" line; the number of peers whose count is off. */
 static long
 report_traffic(struct peer *ps, long n, double span, const unsigned long *got, double declare_s,
-               double connect_s, double matched_s)
+               double connect_s, double matched_s, double router_ms)
 {
 	double *rate = calloc((size_t)n, sizeof(*rate)), sum = 0;
 	unsigned long sent = 0, received = 0, failed = 0;
@@ -467,10 +472,12 @@ report_traffic(struct peer *ps, long n, double span, const unsigned long *got, d
 	qsort(rate, (size_t)n, sizeof(*rate), cmp_double);
 	printf("peers n=%ld connect_s=%.3f declare_s=%.3f matched_s=%.3f seconds=%.3f "
 	       "msgs_per_s=%.0f fastest_slowest=%.2f min=%.0f median=%.0f max=%.0f sent=%lu "
-	       "received=%lu publish_errors=%lu peers_off=%ld disconnects=%ld warnings=%ld\n",
+	       "received=%lu publish_errors=%lu peers_off=%ld disconnects=%ld warnings=%ld "
+	       "router_cpu_ms_per_s=%.0f\n",
 	       n, connect_s, declare_s, matched_s, span, sum / span,
 	       rate[0] > 0 ? rate[n - 1] / rate[0] : 0.0, rate[0], rate[n / 2], rate[n - 1], sent,
-	       received, failed, off, atomic_load(&disconnects), atomic_load(&warnings));
+	       received, failed, off, atomic_load(&disconnects), atomic_load(&warnings),
+	       router_ms / span);
 	fflush(stdout);
 	free(rate);
 	return off;
@@ -541,12 +548,14 @@ run(long n, double seconds, size_t size, double idle_s)
 	double matched_s = now_s() - t0;
 	usleep(500000);
 	long rss_declared = proc_status(router, "VmRSS");
+	double router_ms = proc_cpu_ms(router);
 	double span = traffic(ps, n, seconds, size, got);
+	router_ms = proc_cpu_ms(router) - router_ms;
 	for (long i = 0; i < n; i++) {
 		sent += ps[i].sent;
 	}
 	drain(ps, n, sent);
-	long off = report_traffic(ps, n, span, got, declare_s, connect_s, matched_s);
+	long off = report_traffic(ps, n, span, got, declare_s, connect_s, matched_s, router_ms);
 	usleep(1000000); /* acknowledgements and trims are done */
 	report_idle(router, n, idle_s, rss_before, rss_declared);
 	peers_close(ps, n);
@@ -574,6 +583,11 @@ scale_peers(int argc, char **argv)
 			size = atol(argv[++i]);
 		} else if (strcmp(argv[i], "--idle") == 0) {
 			idle_s = atof(argv[++i]);
+		} else if (strcmp(argv[i], "--burst") == 0) {
+			burst = atol(argv[++i]);
+			if (burst < 1 || burst > 1000000) {
+				return 2;
+			}
 		} else if (strcmp(argv[i], "--keepalive") == 0) {
 			long ms = atol(argv[++i]);
 			keepalive_ms = ms > 0 && ms <= 3600000 ? (uint32_t)ms : 0;
