@@ -892,6 +892,7 @@ conn_free(struct conn *c)
 	}
 	free(c->ins_pages);
 	free(c->dirty);
+	free(c->credited);
 	free(c->stalled);
 	tls_conn_free(c->tls);
 	close(c->fd);
@@ -1034,6 +1035,12 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 		act_unlink(c, oc);
 	}
 	kept_unlink(c, oc);
+	for (uint32_t i = 0; oc->on_credited && i < c->ncredited; i++) {
+		if (c->credited[i] == oc) {
+			c->credited[i] = c->credited[--c->ncredited];
+			oc->on_credited = false;
+		}
+	}
 	for (int i = 0; oc->on_blocked && i < c->nblocked; i++) {
 		if (c->blockedv[i] == oc) {
 			c->blockedv[i] = c->blockedv[--c->nblocked];
@@ -1397,6 +1404,79 @@ on_pong(struct conn *c, uint64_t token, uint64_t time_us)
 	}
 }
 
+/*
+ * A CREDIT that reports frames consumed releases them from the channel's
+ * ring under wlock, which publishers writing by themselves also take. With
+ * many keys, a read holds a CREDIT for each of many channels: they are
+ * released together, under one wlock, at the end of the read.
+ */
+static void
+release_credited(struct conn *c)
+{
+	uint64_t now = c->credited_ms;
+	bool waiting = false;
+
+	if (c->ncredited == 0) {
+		return;
+	}
+	pthread_mutex_lock(&c->wlock);
+	for (uint32_t i = 0; i < c->ncredited; i++) {
+		outchan_release_locked(c->credited[i], now);
+		c->credited[i]->on_credited = false;
+	}
+	pthread_mutex_unlock(&c->wlock);
+	for (uint32_t i = 0; i < c->ncredited; i++) {
+		waiting |= outchan_credited(c->credited[i]);
+	}
+	if (c->ncredited > c->dirty_peak) {
+		c->dirty_peak = c->ncredited;
+	}
+	c->ncredited = 0;
+	if (waiting) {
+		conn_data_pending(c); /* frames were waiting for this credit */
+	}
+}
+
+static bool
+credited_add(struct conn *c, struct outchan *oc)
+{
+	if (oc->on_credited) {
+		return true;
+	}
+	if (c->ncredited == c->credited_cap) {
+		uint32_t nc = c->credited_cap ? c->credited_cap * 2 : 16;
+		struct outchan **p = realloc(c->credited, nc * sizeof(*p));
+		if (p == NULL) {
+			return false;
+		}
+		c->credited = p;
+		c->credited_cap = nc;
+	}
+	c->credited[c->ncredited++] = oc;
+	oc->on_credited = true;
+	return true;
+}
+
+static void
+on_credit(struct conn *c, struct outchan *oc, const struct ctl_msg *m)
+{
+	uint64_t now = clock_ms();
+
+	if (outchan_credit(oc, m->u.credit.bytes, m->u.credit.consumed, now)) {
+		if (credited_add(c, oc)) {
+			c->credited_ms = now;
+			return; /* released, and its publishers woken, after the read */
+		}
+		/* without memory for the list: released now */
+		pthread_mutex_lock(&c->wlock);
+		outchan_release_locked(oc, now);
+		pthread_mutex_unlock(&c->wlock);
+	}
+	if (outchan_credited(oc)) {
+		conn_data_pending(c); /* frames were waiting for this credit */
+	}
+}
+
 static int
 on_control(struct conn *c, const uint8_t *p, size_t len)
 {
@@ -1444,9 +1524,8 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_CREDIT: {
 		struct outchan *oc = outchan_by_id(c, m.u.credit.channel);
 		/* a channel we closed meanwhile has nothing to settle */
-		if (oc != NULL &&
-		    outchan_on_credit(oc, m.u.credit.bytes, m.u.credit.consumed, clock_ms())) {
-			conn_data_pending(c); /* frames were waiting for this credit */
+		if (oc != NULL) {
+			on_credit(c, oc, &m);
 		}
 		return 0;
 	}
@@ -1455,6 +1534,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_OPEN:
 	case CTL_CLOSE:
 	case CTL_DENY:
+		release_credited(c); /* the session may close a listed channel */
 		return c->ops->control(c->arg, c, &m);
 	default:
 		return tern__error(TERN_EPROTO, "unexpected control message %d", m.type);
@@ -1483,7 +1563,7 @@ on_preamble(struct conn *c)
 
 /* Parse and dispatch every complete frame in rbuf. */
 static int
-parse(struct conn *c)
+parse_frames(struct conn *c)
 {
 	uint64_t max =
 	    c->env->cfg->chunk_bytes > CTL_MSG_MAX ? c->env->cfg->chunk_bytes : CTL_MSG_MAX;
@@ -1539,6 +1619,15 @@ parse(struct conn *c)
 	memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
 	c->rlen -= pos;
 	return 0;
+}
+
+static int
+parse(struct conn *c)
+{
+	int rc = parse_frames(c);
+
+	release_credited(c);
+	return rc;
 }
 
 /* A read that fills the buffer (a big frame, or a busy connection) doubles
@@ -1740,6 +1829,11 @@ shrink_buffers(struct conn *c, uint64_t now)
 			free(c->dirty); /* many channels at once (a backlog let go) */
 			c->dirty = NULL;
 			c->dirty_cap = 0;
+		}
+		if (c->credited_cap > LIST_KEEP) {
+			free(c->credited);
+			c->credited = NULL;
+			c->credited_cap = 0;
 		}
 		if (c->nstalled == 0 && c->stalled_cap > LIST_KEEP) {
 			free(c->stalled);

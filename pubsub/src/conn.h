@@ -153,7 +153,13 @@ struct conn {
 	uint32_t ins_cap;      /* ids below this have a place in ins_pages */
 	struct inchan **dirty; /* channels to acknowledge after this read */
 	uint32_t ndirty, dirty_cap;
-	uint32_t dirty_peak;     /* the most acknowledged at once since the timers looked */
+	uint32_t dirty_peak; /* the most acknowledged at once since the timers looked */
+	/* channels whose CREDIT in this read released frames: released under
+	 * one wlock at the end of the read (or before a control message that
+	 * may close a channel) */
+	struct outchan **credited;
+	uint32_t ncredited, credited_cap;
+	uint64_t credited_ms;    /* when the last of them came */
 	struct inchan **stalled; /* channels with a backlog */
 	uint32_t nstalled, stalled_cap;
 

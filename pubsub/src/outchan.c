@@ -569,26 +569,52 @@ measure_rate(struct outchan *oc, uint64_t now)
 }
 
 bool
-outchan_on_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms)
+outchan_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms)
 {
+	uint64_t acked = oc->ack_due > oc->acked ? oc->ack_due : oc->acked;
+
 	atomic_fetch_add(&oc->credit, (int64_t)bytes);
 	if (bytes > 0) { /* a shortage ends with new credit, not with a report of use */
 		atomic_store(&oc->blocked_sent, false);
 	}
 	/* credit, or anything consumed, is progress: the peer is not stalled */
-	if (bytes > 0 || consumed > oc->acked) {
+	if (bytes > 0 || consumed > acked) {
 		atomic_store(&oc->starved_since_ms, 0);
 		atomic_store(&oc->last_ack_ms, now_ms);
 	}
-	if (oc->retain && consumed > oc->acked) {
-		pthread_mutex_lock(oc->flush_lock);
-		oc->acked = consumed;
+	if (oc->retain && consumed > acked) {
+		oc->ack_due = consumed;
+		return true;
+	}
+	return false;
+}
+
+void
+outchan_release_locked(struct outchan *oc, uint64_t now_ms)
+{
+	if (oc->ack_due > oc->acked) {
+		oc->acked = oc->ack_due;
 		release_acked(oc);
-		pthread_mutex_unlock(oc->flush_lock);
 		measure_rate(oc, now_ms);
 	}
+}
+
+bool
+outchan_credited(struct outchan *oc)
+{
 	oc->ops->wake(oc->arg);
 	return outchan_unsent(oc) > 0;
+}
+
+bool
+outchan_on_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms)
+{
+	if (outchan_credit(oc, bytes, consumed, now_ms)) {
+		pthread_mutex_lock(oc->flush_lock);
+		outchan_release_locked(oc, now_ms);
+		pthread_mutex_unlock(oc->flush_lock);
+	}
+	return outchan_credited(oc);
 }
 
 void

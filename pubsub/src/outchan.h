@@ -135,6 +135,10 @@ struct outchan {
 	struct outchan *kept_next, *kept_prev;
 	bool on_act, on_kept, on_blocked;
 	int slot;
+	/* I/O thread: the consumed total of a CREDIT not yet released, and
+	 * whether the connection lists the channel for that */
+	uint64_t ack_due;
+	bool on_credited;
 };
 
 int outchan_new(struct outchan **out, const struct outchan_params *p);
@@ -230,6 +234,14 @@ void outchan_mark_starved(struct outchan *oc, uint64_t now_ms);
 /* A CREDIT message: bytes granted, total consumed. Returns true if frames
  * wait that the new credit lets through. */
 bool outchan_on_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms);
+/* The same in three steps, so that a connection takes flush_lock once for
+ * the CREDITs of a whole read, not once each: outchan_credit takes the
+ * credit and notes what was consumed, true if frames are to be released;
+ * outchan_release_locked releases them (flush_lock held); outchan_credited
+ * wakes the publishers and returns true if frames wait to be sent. */
+bool outchan_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms);
+void outchan_release_locked(struct outchan *oc, uint64_t now_ms);
+bool outchan_credited(struct outchan *oc);
 /* The connection failed: publishers waiting on it give up. */
 void outchan_break(struct outchan *oc, enum outchan_broken how);
 /* Data (unsent, or written and not consumed) has waited on a peer that
