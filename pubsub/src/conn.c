@@ -1885,7 +1885,7 @@ drop_slow(struct conn *c, uint64_t now)
 }
 
 uint64_t
-conn_next_timer(struct conn *c)
+conn_next_timer(struct conn *c, bool exact)
 {
 	const tern_config *cfg = c->env->cfg;
 	uint64_t keepalive =
@@ -1902,7 +1902,9 @@ conn_next_timer(struct conn *c)
 	pthread_mutex_lock(&c->wlock);
 	take_ready(c);
 	prune_active(c);
-	prune_kept(c);
+	if (exact) {
+		prune_kept(c);
+	}
 	bool held = c->act_head != NULL || c->kept_head != NULL;
 	pthread_mutex_unlock(&c->wlock);
 	return held ? 0 : ping < silent ? ping : silent;

@@ -550,9 +550,9 @@ has_work(const struct conn *c)
 
 /* When a peer's timers are next due, from conn_next_timer (0: a tick). */
 static void
-set_due(struct loop *l, struct peer *p, uint64_t now)
+set_due(struct loop *l, struct peer *p, uint64_t now, bool exact)
 {
-	uint64_t t = conn_next_timer(p->conn);
+	uint64_t t = conn_next_timer(p->conn, exact);
 
 	p->due_ms = t != 0 ? t : now + TICK_NS / 1000000;
 	if (p->due_ms < l->timers_due_ms) {
@@ -589,7 +589,7 @@ reap(struct loop *l)
 			freed |= reap_dead(l, p);
 		} else if (!has_work(p->conn)) {
 			work_remove(l, p);
-			set_due(l, p, now);
+			set_due(l, p, now, false);
 		} else if (p->due_ms > now + TICK_NS / 1000000) {
 			p->due_ms = now + TICK_NS / 1000000;
 			l->timers_due_ms =
@@ -625,7 +625,7 @@ run_timers(struct loop *l)
 		for (struct peer *p = l->peers; p != NULL; p = p->next) {
 			if (p->due_ms <= now + slack) {
 				conn_timers(p->conn, now, slack);
-				set_due(l, p, now);
+				set_due(l, p, now, true);
 			} else if (p->due_ms < l->timers_due_ms) {
 				l->timers_due_ms = p->due_ms;
 			}
