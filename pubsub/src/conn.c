@@ -151,7 +151,9 @@ note_work(struct conn *c)
 	_Atomic(struct conn *) *work = c->env->work;
 	struct conn *head;
 
-	if (work == NULL || atomic_exchange(&c->listed, true)) {
+	/* a look first: a connection stays listed through many changes, and
+	 * the exchange would take its cache line from the loop each time */
+	if (work == NULL || atomic_load(&c->listed) || atomic_exchange(&c->listed, true)) {
 		return;
 	}
 	head = atomic_load_explicit(work, memory_order_relaxed);

@@ -578,9 +578,8 @@ reap_dead(struct loop *l, struct peer *p)
 /* The end of a round: free the dead, and let go of connections that need
  * no more rounds, noting when their timers are due. */
 static void
-reap(struct loop *l)
+reap(struct loop *l, uint64_t now)
 {
-	uint64_t now = clock_ms();
 	bool freed = false;
 
 	for (struct peer *p = l->work, *next; p != NULL; p = next) {
@@ -881,8 +880,8 @@ one_round(struct loop *l, uint64_t *last_timers)
 	busy |= flush_all(l);
 	busy |= retry_stalled(l);
 	l->ops->round(l->arg);
-	reap(l);
 	now = clock_ns();
+	reap(l, now / 1000000);
 	if (clock_since(now, *last_timers) > TICK_NS) {
 		run_timers(l);
 		*last_timers = now;
