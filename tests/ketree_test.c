@@ -140,7 +140,7 @@ test_many_keys(void **state)
 	assert_null(ketree_find(&t, "k/100000", 8));
 	nd = ketree_find(&t, "k/777", 5);
 	assert_int_equal(nd->nvals, 1);
-	assert_ptr_equal(nd->vals[0], &vals[777]);
+	assert_ptr_equal(ketree_vals(nd)[0], &vals[777]);
 	for (int i = 0; i < 100000; i++) {
 		snprintf(key, sizeof(key), "k/%d", i);
 		n += ketree_remove(&t, key, strlen(key), &vals[i]);

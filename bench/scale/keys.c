@@ -18,7 +18,7 @@
  *       to one key takes to reach that key's publisher (median of 21)
  *   tern-scale idle [--keys N]
  *       the memory N declared, matched, idle keys hold in the publisher
- *       process and in the router's (router and subscriber) process
+ *       process, the router's and the subscriber's
  *
  * Every figure goes to stdout, one line a measurement, as key=value pairs a
  * script can read. The process forks for the subscriber, so each side's
@@ -341,45 +341,66 @@ cmd_arrival(long keys)
 	return 0;
 }
 
-/* The memory of idle declared keys: a publisher process with N publishers
- * matched by a subscriber behind a router process; each process's VmRSS
- * before and after, per key. The router and subscriber run in a child. */
+/* A process that reports its VmRSS on res_fd when the parent says go on
+ * go_fd (the baseline), again at the second go, and ends at the third. */
+static void
+report_rss(int res_fd, int go_fd)
+{
+	char res[64], go;
+	long before, after;
+
+	if (read(go_fd, &go, 1) != 1) {
+		exit(1);
+	}
+	before = status_kib("VmRSS");
+	if (read(go_fd, &go, 1) != 1) {
+		exit(1);
+	}
+	after = status_kib("VmRSS");
+	int len = snprintf(res, sizeof(res), "%ld %ld", before, after);
+	if (write(res_fd, res, (size_t)len + 1) < 0) {
+		exit(1);
+	}
+	(void)read(go_fd, &go, 1);
+}
+
+/* The memory of idle declared keys, each process's VmRSS before and after,
+ * per key: a publisher process (this one) with N publishers, a router
+ * process, and a subscriber process on "k/" "**" behind the router. */
 static int
 cmd_idle(long keys)
 {
-	int pfd[2], rfd[2], gofd[2];
-	char bound[128] = {0}, res[256] = {0}, go = 0;
-	pid_t pid;
+	int pfd[2], rr[2], rgo[2], sr[2], sgo[2];
+	char bound[128] = {0}, res[64] = {0}, go = 0;
+	pid_t router, subscriber;
 
-	if (pipe(pfd) != 0 || pipe(rfd) != 0 || pipe(gofd) != 0) {
+	if (pipe(pfd) != 0 || pipe(rr) != 0 || pipe(rgo) != 0 || pipe(sr) != 0 || pipe(sgo) != 0) {
 		return 1;
 	}
-	if ((pid = fork()) == 0) {
+	if ((router = fork()) == 0) {
 		tern_node *r = node_mode("scale-router", TERN_MODE_ROUTER);
-		tern_node *sn = node_mode("scale-sub", TERN_MODE_PEER);
-		tern_sub *sub;
 		if (tern_node_listen(r, "tcp://127.0.0.1:0", bound, sizeof(bound)) != 0 ||
-		    tern_node_connect(sn, bound) != 0 || tern_node_wait_peers(r, 1, 10000) != 0 ||
-		    tern_sub_open(&sub, sn, "k/**", NULL, NULL) != 0) {
+		    write(pfd[1], bound, strlen(bound) + 1) < 0) {
 			die("router");
 		}
-		usleep(300000);
-		long before = status_kib("VmRSS");
-		if (write(pfd[1], bound, strlen(bound) + 1) < 0 || read(gofd[0], &go, 1) != 1) {
-			exit(1);
-		}
-		long after = status_kib("VmRSS");
-		int len = snprintf(res, sizeof(res), "%ld %ld", before, after);
-		if (write(rfd[1], res, (size_t)len + 1) < 0) {
-			exit(1);
-		}
-		(void)read(gofd[0], &go, 1);
-		tern_node_close(sn);
+		report_rss(rr[1], rgo[0]);
 		tern_node_close(r);
 		exit(0);
 	}
 	if (read(pfd[0], bound, sizeof(bound) - 1) <= 0) {
 		return 1;
+	}
+	if ((subscriber = fork()) == 0) {
+		tern_node *sn = node_mode("scale-sub", TERN_MODE_PEER);
+		tern_sub *sub;
+		if (tern_node_connect(sn, bound) != 0 || tern_node_wait_peers(sn, 1, 10000) != 0 ||
+		    tern_sub_open(&sub, sn, "k/**", NULL, NULL) != 0) {
+			die("subscriber");
+		}
+		report_rss(sr[1], sgo[0]);
+		tern_sub_close(sub);
+		tern_node_close(sn);
+		exit(0);
 	}
 	tern_node *p = node_mode("scale-pub", TERN_MODE_PEER);
 	double declare_s;
@@ -388,32 +409,43 @@ cmd_idle(long keys)
 	}
 	usleep(300000);
 	long p0 = status_kib("VmRSS");
+	if (write(rgo[1], &go, 1) != 1 || write(sgo[1], &go, 1) != 1) {
+		return 1;
+	}
 	tern_pub **pubs = declare_pubs(p, keys, &declare_s);
 	for (double t0 = now_s(); tern_pub_matched(pubs[keys - 1]) == 0 && now_s() - t0 < 60;) {
 		usleep(1000);
 	}
-	usleep(1000000); /* the router settles */
+	usleep(1000000); /* the router and the subscriber settle */
 	long p1 = status_kib("VmRSS");
-	if (write(gofd[1], &go, 1) != 1 || read(rfd[0], res, sizeof(res) - 1) <= 0) {
+	long r0 = 0, r1 = 0, s0 = 0, s1 = 0;
+	if (write(rgo[1], &go, 1) != 1 || read(rr[0], res, sizeof(res) - 1) <= 0) {
 		return 1;
 	}
-	long r0 = 0, r1 = 0;
 	sscanf(res, "%ld %ld", &r0, &r1);
-	printf(
-	    "idle keys=%ld publisher_bytes_per_key=%.0f router_and_subscriber_bytes_per_key=%.0f "
-	    "(VmRSS: publisher %ld -> %ld KiB, router+subscriber %ld -> %ld KiB)\n",
-	    keys, (double)(p1 - p0) * 1024 / (double)keys, (double)(r1 - r0) * 1024 / (double)keys,
-	    p0, p1, r0, r1);
+	if (write(sgo[1], &go, 1) != 1 || read(sr[0], res, sizeof(res) - 1) <= 0) {
+		return 1;
+	}
+	sscanf(res, "%ld %ld", &s0, &s1);
+	printf("idle keys=%ld publisher_bytes_per_key=%.0f router_bytes_per_key=%.0f "
+	       "subscriber_bytes_per_key=%.0f (VmRSS: publisher %ld -> %ld KiB, router %ld -> %ld "
+	       "KiB, subscriber %ld -> %ld KiB)\n",
+	       keys, (double)(p1 - p0) * 1024 / (double)keys,
+	       (double)(r1 - r0) * 1024 / (double)keys, (double)(s1 - s0) * 1024 / (double)keys, p0,
+	       p1, r0, r1, s0, s1);
 	fflush(stdout);
+	if (getenv("SCALE_HOLD"))
+		sleep(5); /* TEMP */
 	for (long i = 0; i < keys; i++) {
 		tern_pub_close(pubs[i]);
 	}
 	free(pubs);
 	tern_node_close(p);
-	if (write(gofd[1], &go, 1) != 1) {
+	if (write(rgo[1], &go, 1) != 1 || write(sgo[1], &go, 1) != 1) {
 		return 1;
 	}
-	waitpid(pid, NULL, 0);
+	waitpid(subscriber, NULL, 0);
+	waitpid(router, NULL, 0);
 	return 0;
 }
 

@@ -52,26 +52,26 @@ struct inchan_ops {
 
 struct inchan {
 	uint32_t id;
+	int stage;  /* progress on the frame at the head */
 	void *from; /* the connection, for the ops */
 	const struct inchan_ops *ops;
 	void *arg; /* the session's source */
 	struct credit_rx credit;
 	uint64_t next_seq;
 	struct reasm reasm;
-	bool skip_chunks;  /* the chunked message in progress is a duplicate */
-	int stage;         /* progress on the frame at the head */
 	uint8_t *done_buf; /* a reassembled message waiting for delivery */
 	uint64_t done_len, done_seq;
 	uint64_t msg_stamp; /* the stamp of the chunked message in progress, or 0 */
 	/* frames that could not be delivered yet, in arrival order */
 	uint8_t *backlog;
 	size_t blen, bcap, boff;
-	bool stalled;
 	uint64_t grant_pending; /* credit to send with the next acknowledgement */
 	uint64_t acked;         /* consumed bytes last reported to the sender */
-	bool dirty;             /* something to acknowledge */
 	uint64_t rate_t0_us;    /* consumption measured since then ... */
 	uint64_t rate_bytes0;   /* ... from this many bytes consumed */
+	bool skip_chunks;       /* the chunked message in progress is a duplicate */
+	bool stalled;           /* frames wait in the backlog */
+	bool dirty;             /* something to acknowledge */
 	/* the sender reported BLOCKED before there was anything to weigh (no
 	 * round trip timed, or none of its data consumed since the last
 	 * report): weigh it at the next acknowledgement that has */

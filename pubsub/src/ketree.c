@@ -108,6 +108,36 @@ root_ready(struct ketree *t)
 	return t->root != NULL;
 }
 
+/* Room for one more value than nvals; false without memory. */
+static bool
+grow_vals(struct ketree_node *n)
+{
+	uint32_t cap = n->vals_cap ? n->vals_cap * 2 : 2;
+	void **v;
+
+	if (n->vals_cap == 0) {
+		if ((v = malloc(cap * sizeof(*v))) == NULL) {
+			return false;
+		}
+		v[0] = n->v.one;
+	} else if ((v = realloc(n->v.many, cap * sizeof(*v))) == NULL) {
+		return false;
+	}
+	n->v.many = v;
+	n->vals_cap = cap;
+	return true;
+}
+
+static void
+free_vals(struct ketree_node *n)
+{
+	if (n->vals_cap) {
+		free(n->v.many);
+	}
+	n->v.many = NULL;
+	n->vals_cap = 0;
+}
+
 /* Drop empty nodes from n up. */
 static void
 prune(struct ketree *t, struct ketree_node *n)
@@ -121,13 +151,13 @@ prune(struct ketree *t, struct ketree_node *n)
 		if (p->dstar == n) {
 			p->dstar = NULL;
 		}
-		free(n->vals);
+		free_vals(n);
 		free(n);
 		t->nodes--;
 		n = p;
 	}
 	if (t->root != NULL && t->root->nvals == 0 && t->root->kids.n == 0) {
-		free(t->root->vals);
+		free_vals(t->root);
 		free(t->root);
 		t->root = NULL;
 	}
@@ -161,17 +191,16 @@ ketree_add(struct ketree *t, const char *ke, size_t len, void *val)
 		}
 		n = k;
 	}
-	if (n->nvals == n->vals_cap) {
-		uint32_t cap = n->vals_cap ? n->vals_cap * 2 : 1;
-		void **v = realloc(n->vals, cap * sizeof(*v));
-		if (v == NULL) {
-			prune(t, n);
-			return TERN_ENOMEM;
-		}
-		n->vals = v;
-		n->vals_cap = cap;
+	if (n->nvals == 0 && n->vals_cap == 0) {
+		n->v.one = val; /* most keys have one value: no array */
+		n->nvals = 1;
+		return 0;
 	}
-	n->vals[n->nvals++] = val;
+	if (n->nvals == (n->vals_cap ? n->vals_cap : 1) && !grow_vals(n)) {
+		prune(t, n);
+		return TERN_ENOMEM;
+	}
+	n->v.many[n->nvals++] = val;
 	return 0;
 }
 
@@ -205,12 +234,11 @@ ketree_remove(struct ketree *t, const char *ke, size_t len, const void *val)
 		return false;
 	}
 	for (uint32_t i = 0; i < n->nvals; i++) {
-		if (n->vals[i] == val) {
-			n->vals[i] = n->vals[--n->nvals];
+		void **vals = n->vals_cap ? n->v.many : &n->v.one;
+		if (vals[i] == val) {
+			vals[i] = vals[--n->nvals];
 			if (n->nvals == 0) {
-				free(n->vals);
-				n->vals = NULL;
-				n->vals_cap = 0;
+				free_vals(n);
 			}
 			prune(t, n);
 			return true;
@@ -281,8 +309,9 @@ visit(struct walk *w, struct ketree_node *n, int j)
 	}
 	if (j == q->n && n->nvals > 0 && !n->reported) {
 		n->reported = true;
+		void *const *vals = ketree_vals(n);
 		for (uint32_t i = 0; i < n->nvals; i++) {
-			w->fn(w->arg, n->vals[i]);
+			w->fn(w->arg, vals[i]);
 		}
 	}
 	if (n->dstar != NULL) {
@@ -346,7 +375,7 @@ free_node(struct ketree_node *n)
 		free_node(k);
 	}
 	hmap_free(&n->kids);
-	free(n->vals);
+	free_vals(n);
 	free(n);
 }
 

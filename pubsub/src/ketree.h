@@ -32,7 +32,12 @@ struct ketree_node {
 	struct ketree_node *parent;
 	struct ketree_node *star, *dstar; /* the '*' and '**' children, also in kids */
 	struct hmap kids;                 /* children, by chunk */
-	void **vals;
+	/* its values: one is held in the node itself (vals_cap 0), more in
+	 * an array; read them through ketree_vals */
+	union {
+		void *one;
+		void **many;
+	} v;
 	uint32_t nvals, vals_cap;
 	uint32_t walk; /* the walk that last came here */
 	bool reported; /* ... and reported its values */
@@ -53,8 +58,14 @@ struct ketree {
 int ketree_add(struct ketree *t, const char *ke, size_t len, void *val);
 /* Remove val from under ke; false if it was not there. */
 bool ketree_remove(struct ketree *t, const char *ke, size_t len, const void *val);
-/* The node of exactly ke (its values: vals[0 .. nvals)), or NULL. */
+/* The node of exactly ke (its values: ketree_vals(n)[0 .. nvals)), or NULL. */
 const struct ketree_node *ketree_find(const struct ketree *t, const char *ke, size_t len);
+
+static inline void *const *
+ketree_vals(const struct ketree_node *n)
+{
+	return n->vals_cap ? n->v.many : &n->v.one;
+}
 /* fn(arg, val) for every val stored under an expression intersecting q. */
 void ketree_visit(struct ketree *t, const char *q, size_t len, void (*fn)(void *arg, void *val),
                   void *arg);

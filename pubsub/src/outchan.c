@@ -62,6 +62,7 @@ outchan_free(struct outchan *oc)
 	}
 	atomic_fetch_sub(&oc->budget->used, oc->ring.cap);
 	ring_free(&oc->ring);
+	free(oc->jumps);
 	free(oc);
 }
 
@@ -198,14 +199,22 @@ outchan_room_or_grow(struct outchan *oc, size_t len, bool force)
 
 /* A message numbered seq follows last_seq with a gap: the frame carries
  * its number (SEQ), and the number before the gap is kept for
- * outchan_take_kept. */
+ * outchan_take_kept. The record is allocated at a channel's first gap (a
+ * channel that never has one, most of a router's, does without); without
+ * memory for it, outchan_take_kept numbers what was kept before the gap
+ * as if there had been none, as it does for a gap older than the last
+ * OUTCHAN_JUMPS. */
 static void
 note_jump(struct outchan *oc, uint64_t seq)
 {
-	unsigned k = oc->njumps++ % OUTCHAN_JUMPS;
+	unsigned k;
 
-	oc->jump_to[k] = seq;
-	oc->jump_from[k] = oc->last_seq;
+	if (oc->jumps == NULL && (oc->jumps = calloc(1, sizeof(*oc->jumps))) == NULL) {
+		return;
+	}
+	k = oc->jumps->n++ % OUTCHAN_JUMPS;
+	oc->jumps->to[k] = seq;
+	oc->jumps->from[k] = oc->last_seq;
 }
 
 /*
@@ -668,9 +677,10 @@ outchan_take_kept(struct outchan *oc, struct ring *kept, uint64_t *head_seq, boo
 		/* the messages before the first numbered one end where its gap
 		 * began */
 		first = first_explicit - starts_before;
-		for (unsigned k = 0; k < OUTCHAN_JUMPS && k < oc->njumps; k++) {
-			if (oc->jump_to[k] == first_explicit) {
-				first = oc->jump_from[k] + 1 - starts_before;
+		for (unsigned k = 0; oc->jumps != NULL && k < OUTCHAN_JUMPS && k < oc->jumps->n;
+		     k++) {
+			if (oc->jumps->to[k] == first_explicit) {
+				first = oc->jumps->from[k] + 1 - starts_before;
 			}
 		}
 		if (starts_before == 0) {

@@ -83,9 +83,15 @@ struct outchan_params {
 
 #define OUTCHAN_JUMPS 16
 
+/* The latest gaps in a channel's numbers (a message numbered to[k]
+ * followed from[k]), for outchan_take_kept; allocated at the first gap. */
+struct outchan_jumps {
+	uint64_t to[OUTCHAN_JUMPS], from[OUTCHAN_JUMPS];
+	unsigned n;
+};
+
 struct outchan {
 	uint32_t id;
-	bool retain; /* reliable: frames are kept until consumed */
 	uint32_t frame_max;
 	uint64_t peer_window;
 	pthread_mutex_t *flush_lock;
@@ -101,16 +107,13 @@ struct outchan {
 	atomic_bool detached;     /* no longer routed: the session closes it */
 	atomic_bool blocked_sent; /* a BLOCKED report went out since the last credit */
 	bool want_blocked;        /* consumer: data waits for credit, tell the peer */
+	bool retain;              /* reliable: frames are kept until consumed */
 	_Atomic size_t sent;      /* written, kept until acknowledged (reliable) */
 	uint64_t acked;           /* I/O thread: bytes the peer reported consumed */
 	uint64_t freed;           /* I/O thread: bytes released from the ring */
 
-	uint64_t last_seq; /* producer: the last sequence number queued */
-	/* producer: the latest gaps in the numbers (a message numbered
-	 * jump_to[k] followed jump_from[k]), for outchan_take_kept */
-	uint64_t jump_to[OUTCHAN_JUMPS], jump_from[OUTCHAN_JUMPS];
-	unsigned njumps;
-	bool fwd_open;                     /* producer: a forwarded chunked message is open */
+	uint64_t last_seq;                 /* producer: the last sequence number queued */
+	struct outchan_jumps *jumps;       /* producer: NULL until the first gap */
 	_Atomic uint64_t starved_since_ms; /* since when data waits on the peer, or 0 */
 	_Atomic uint64_t last_ack_ms;      /* when the peer last reported progress */
 	_Atomic uint64_t last_write_ms;    /* when the socket last took this channel's data */
@@ -126,19 +129,20 @@ struct outchan {
 	 * it and cleared only by the connection, under flush_lock, when the
 	 * channel has nothing left to send. */
 	struct outchan_ready *ready;
-	atomic_bool listed;
 	struct outchan *ready_next;
 	/* the connection's, under flush_lock: its list of channels with data
 	 * to send, its list of channels that keep written frames until
 	 * acknowledged, and the channel's place in its table */
 	struct outchan *act_next, *act_prev;
 	struct outchan *kept_next, *kept_prev;
-	bool on_act, on_kept, on_blocked;
-	int slot;
-	/* I/O thread: the consumed total of a CREDIT not yet released, and
-	 * whether the connection lists the channel for that */
+	/* I/O thread: the consumed total of a CREDIT not yet released (and
+	 * below, whether the connection lists the channel for that) */
 	uint64_t ack_due;
+	int slot;
+	atomic_bool listed;
+	bool on_act, on_kept, on_blocked;
 	bool on_credited;
+	bool fwd_open; /* producer: a forwarded chunked message is open */
 };
 
 int outchan_new(struct outchan **out, const struct outchan_params *p);

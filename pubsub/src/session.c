@@ -2,6 +2,7 @@
  * session.c - interests, sources, routes, delivery and the publish path.
  * See session.h for the design and the thread rules.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,10 +79,6 @@ struct src {
 	uint64_t last_seq;
 	bool seen;
 	/* local */
-	pthread_mutex_t send_lock;  /* a publication at a time: the rings' producer */
-	pthread_mutex_t route_lock; /* outs, subs, parked, the copy's flag */
-	pthread_mutex_t wait_lock;  /* waiting for room (a leaf) */
-	pthread_cond_t wait_cond;
 	atomic_int waiters;
 	/* A publisher sends from its copy of the route (see begin): set before it
 	 * looks at gen, cleared when it is done. The I/O thread bumps gen before
@@ -90,13 +87,6 @@ struct src {
 	atomic_bool update_due; /* a change waits for the publisher */
 	atomic_uint gen;        /* bumped at every change of the route */
 	atomic_bool has_parked; /* parked != NULL */
-	uint64_t seq;           /* under send_lock */
-	struct out *copy;       /* under send_lock: the route as last copied */
-	int ncopy, copy_cap;
-	struct sink **copy_subs;
-	int ncopy_subs, copy_subs_cap;
-	unsigned copy_gen;
-	bool copied;
 	_Atomic uint64_t messages, bytes, dropped, undelivered;
 	/* telemetry: a local publisher's time waiting for room or credit; a
 	 * remote source's messages never received, and the publish-to-delivery
@@ -104,18 +94,45 @@ struct src {
 	 * stamped message, emptied by each report) */
 	_Atomic uint64_t blocked_us, missed;
 	struct tern__hist *lat;
-	/* local, under send_lock: when to stamp a message (stamp_due) */
-	uint64_t stamp_last_us;
-	uint32_t stamp_left, stamp_gap, stamp_count;
 	/* I/O thread: the list it is on (pubs or remote), and its place in
 	 * the session's indexes */
 	struct src *next, *prev;
-	uint64_t id_hash;       /* remote: of (publisher, instance) */
-	int nin;                /* remote: receive channels open for it */
-	bool releasing;         /* remote: none open; it goes once its queues drain */
-	bool parked_noted;      /* in the session's parked list */
-	struct refusal refusal; /* local: a peer refused the publisher (acl) */
+	uint64_t id_hash;  /* remote: of (publisher, instance) */
+	int nin;           /* remote: receive channels open for it */
+	bool releasing;    /* remote: none open; it goes once its queues drain */
+	bool parked_noted; /* in the session's parked list */
 };
+
+/*
+ * A local publisher's source: what only a publisher needs, after what
+ * every source has. A remote source (a router holds one a key) is a bare
+ * struct src; local_of gives the rest of a local one.
+ */
+struct local_src {
+	struct src src;
+	pthread_mutex_t send_lock;  /* a publication at a time: the rings' producer */
+	pthread_mutex_t route_lock; /* outs, subs, parked, the copy's flag */
+	pthread_mutex_t wait_lock;  /* waiting for room (a leaf) */
+	pthread_cond_t wait_cond;
+	uint64_t seq;     /* under send_lock */
+	struct out *copy; /* under send_lock: the route as last copied */
+	int ncopy, copy_cap;
+	struct sink **copy_subs;
+	int ncopy_subs, copy_subs_cap;
+	unsigned copy_gen;
+	bool copied;
+	/* under send_lock: when to stamp a message (stamp_due) */
+	uint64_t stamp_last_us;
+	uint32_t stamp_left, stamp_gap, stamp_count;
+	struct refusal refusal; /* a peer refused the publisher (acl) */
+};
+
+static inline struct local_src *
+local_of(struct src *src)
+{
+	assert(src->local);
+	return (struct local_src *)src;
+}
 
 struct session {
 	const tern_config *cfg;
@@ -162,7 +179,7 @@ static bool
 push_ptr(void ***arr, int *n, int *cap, void *p)
 {
 	if (*n == *cap) {
-		int nc = *cap ? *cap * 2 : 4;
+		int nc = *cap ? *cap * 2 : 1; /* most keys have one */
 		void **a = realloc(*arr, (size_t)nc * sizeof(void *));
 		if (a == NULL) {
 			return false;
@@ -178,7 +195,7 @@ static bool
 push_out(struct src *s, struct outchan *oc, struct conn *c)
 {
 	if (s->nouts == s->outs_cap) {
-		int nc = s->outs_cap ? s->outs_cap * 2 : 4;
+		int nc = s->outs_cap ? s->outs_cap * 2 : 1; /* most keys have one */
 		struct out *a = realloc(s->outs, (size_t)nc * sizeof(*a));
 		if (a == NULL) {
 			return false;
@@ -481,7 +498,7 @@ on_deny(struct session *s, struct conn *c, const struct ctl_msg *m)
 	for (struct src *src = s->pubs; src != NULL; src = src->next) {
 		for (int k = 0; k < src->nouts; k++) {
 			if (src->outs[k].conn == c && src->outs[k].oc->id == m->u.deny.id) {
-				refusal_set(&src->refusal, reason);
+				refusal_set(&local_of(src)->refusal, reason);
 				log_line(s->log, TERN_LOG_INFO,
 				         "%s refused publisher on '%s': %.*s", c->peer_id, src->key,
 				         (int)reason->len, reason->p);
@@ -727,13 +744,15 @@ callbacks_may_run(struct src *s)
 static void
 note_congestion(struct session *ss, struct src *src)
 {
-	for (int k = 0; k < src->ncopy && ss->congested_out == NULL; k++) {
-		if (out_congested(src->copy[k].oc)) {
-			ss->congested_out = src->copy[k].oc;
+	struct local_src *l = local_of(src);
+
+	for (int k = 0; k < l->ncopy && ss->congested_out == NULL; k++) {
+		if (out_congested(l->copy[k].oc)) {
+			ss->congested_out = l->copy[k].oc;
 		}
 	}
-	for (int k = 0; k < src->ncopy_subs && ss->congested_sink == NULL; k++) {
-		struct sink *sink = src->copy_subs[k];
+	for (int k = 0; k < l->ncopy_subs && ss->congested_sink == NULL; k++) {
+		struct sink *sink = l->copy_subs[k];
 		if (sink->fn == NULL && sink_congested(sink)) {
 			ss->congested_sink = sink;
 		}
@@ -848,15 +867,17 @@ static void
 src_wake(void *arg)
 {
 	struct src *s = arg;
+	struct local_src *l;
 
 	if (!s->local) {
 		return;
 	}
+	l = local_of(s);
 	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load(&s->waiters) > 0) {
-		pthread_mutex_lock(&s->wait_lock);
-		pthread_cond_broadcast(&s->wait_cond);
-		pthread_mutex_unlock(&s->wait_lock);
+		pthread_mutex_lock(&l->wait_lock);
+		pthread_cond_broadcast(&l->wait_cond);
+		pthread_mutex_unlock(&l->wait_lock);
 	}
 }
 
@@ -917,7 +938,7 @@ static void
 route_lock(struct src *s)
 {
 	if (s->local) {
-		pthread_mutex_lock(&s->route_lock);
+		pthread_mutex_lock(&local_of(s)->route_lock);
 	}
 }
 
@@ -925,7 +946,7 @@ static void
 route_unlock(struct src *s)
 {
 	if (s->local) {
-		pthread_mutex_unlock(&s->route_lock);
+		pthread_mutex_unlock(&local_of(s)->route_lock);
 	}
 }
 
@@ -1148,16 +1169,21 @@ src_clear(struct src *src)
 		}
 		conn_close_outchan(src->outs[k].conn, src->outs[k].oc, true);
 	}
+	if (src->local) {
+		struct local_src *l = local_of(src);
+		free(l->copy);
+		free(l->copy_subs);
+		free(l->refusal.reason);
+		l->copy = NULL;
+		l->copy_subs = NULL;
+		l->refusal.reason = NULL;
+	}
 	free(src->outs);
 	free(src->subs);
-	free(src->copy);
-	free(src->copy_subs);
 	free(src->key);
 	free(src->publisher);
 	free(src->lat);
 	src->lat = NULL;
-	free(src->refusal.reason);
-	src->refusal.reason = NULL;
 	src->outs = NULL;
 	src->subs = NULL;
 	src->nouts = src->nsubs = 0;
@@ -1459,31 +1485,33 @@ static const struct loop_ops session_loop_ops = {
 static int
 take_copy(struct src *src)
 {
-	if (!src->copied || src->copy_gen != atomic_load(&src->gen)) {
-		if (src->copy_cap < src->nouts || src->copy_subs_cap < src->nsubs) {
+	struct local_src *l = local_of(src);
+
+	if (!l->copied || l->copy_gen != atomic_load(&src->gen)) {
+		if (l->copy_cap < src->nouts || l->copy_subs_cap < src->nsubs) {
 			int cap = src->nouts > src->nsubs ? src->nouts : src->nsubs;
-			struct out *o = realloc(src->copy, (size_t)cap * sizeof(*o));
+			struct out *o = realloc(l->copy, (size_t)cap * sizeof(*o));
 			struct sink **k =
-			    o ? realloc(src->copy_subs, (size_t)cap * sizeof(*k)) : NULL;
+			    o ? realloc(l->copy_subs, (size_t)cap * sizeof(*k)) : NULL;
 			if (o != NULL) {
-				src->copy = o;
+				l->copy = o;
 			}
 			if (k == NULL) {
 				return TERN_ENOMEM;
 			}
-			src->copy_subs = k;
-			src->copy_cap = src->copy_subs_cap = cap;
+			l->copy_subs = k;
+			l->copy_cap = l->copy_subs_cap = cap;
 		}
 		if (src->nouts > 0) {
-			memcpy(src->copy, src->outs, (size_t)src->nouts * sizeof(*src->outs));
+			memcpy(l->copy, src->outs, (size_t)src->nouts * sizeof(*src->outs));
 		}
 		if (src->nsubs > 0) {
-			memcpy(src->copy_subs, src->subs, (size_t)src->nsubs * sizeof(*src->subs));
+			memcpy(l->copy_subs, src->subs, (size_t)src->nsubs * sizeof(*src->subs));
 		}
-		src->ncopy = src->nouts;
-		src->ncopy_subs = src->nsubs;
-		src->copy_gen = atomic_load(&src->gen);
-		src->copied = true;
+		l->ncopy = src->nouts;
+		l->ncopy_subs = src->nsubs;
+		l->copy_gen = atomic_load(&src->gen);
+		l->copied = true;
 	}
 	atomic_store(&src->inside, true);
 	return 0;
@@ -1525,6 +1553,7 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 {
 	struct wait_ctx *w = ctx;
 	struct src *src = w->src;
+	struct local_src *l = local_of(src);
 	struct timespec ts;
 	bool room;
 
@@ -1542,11 +1571,11 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 		}
 		/* a stalled peer is queued for after a while: look again */
 		ts = clock_deadline_in(WAIT_RECHECK_MS);
-		pthread_mutex_lock(&src->wait_lock);
+		pthread_mutex_lock(&l->wait_lock);
 		if (!outchan_has_space(oc, len)) {
-			pthread_cond_timedwait(&src->wait_cond, &src->wait_lock, &ts);
+			pthread_cond_timedwait(&l->wait_cond, &l->wait_lock, &ts);
 		}
-		pthread_mutex_unlock(&src->wait_lock);
+		pthread_mutex_unlock(&l->wait_lock);
 	}
 	atomic_fetch_sub(&src->waiters, 1);
 	/* several threads may publish on one source, one at a time: an atomic
@@ -1592,13 +1621,15 @@ static void
 keep_for_dying(struct src *src, struct dying *d, uint64_t seq, const uint8_t *data, size_t len,
                uint64_t *deadline)
 {
+	struct local_src *l = local_of(src);
+
 	for (;;) {
-		pthread_mutex_lock(&src->route_lock);
+		pthread_mutex_lock(&l->route_lock);
 		bool gone = all_parked(src, d);
 		if (gone || clock_ms() >= deadline_of(src, deadline)) {
 			break;
 		}
-		pthread_mutex_unlock(&src->route_lock);
+		pthread_mutex_unlock(&l->route_lock);
 		struct timespec ts = {0, 500000};
 		nanosleep(&ts, NULL);
 	}
@@ -1609,7 +1640,7 @@ keep_for_dying(struct src *src, struct dying *d, uint64_t seq, const uint8_t *da
 			COUNT(src->undelivered, 1);
 		}
 	}
-	pthread_mutex_unlock(&src->route_lock);
+	pthread_mutex_unlock(&l->route_lock);
 }
 
 /* Is a message of len bytes held back by a peer that lost its connection
@@ -1641,13 +1672,15 @@ peer_away_full(struct src *src, size_t len)
 static bool
 copy_current(struct src *src)
 {
+	struct local_src *l = local_of(src);
+
 	atomic_store(&src->inside, true);
-	if (!src->copied || src->copy_gen != atomic_load(&src->gen) ||
-	    atomic_load(&src->has_parked) || atomic_load(&src->update_due)) {
+	if (!l->copied || l->copy_gen != atomic_load(&src->gen) || atomic_load(&src->has_parked) ||
+	    atomic_load(&src->update_due)) {
 		return false;
 	}
-	for (int k = 0; k < src->ncopy; k++) {
-		if (atomic_load_explicit(&src->copy[k].oc->broken, memory_order_relaxed) ==
+	for (int k = 0; k < l->ncopy; k++) {
+		if (atomic_load_explicit(&l->copy[k].oc->broken, memory_order_relaxed) ==
 		    OUTCHAN_LOST) {
 			return false;
 		}
@@ -1658,10 +1691,11 @@ copy_current(struct src *src)
 static int
 begin(struct src *src, const uint8_t *data, size_t len, bool io, uint64_t *deadline, uint64_t *seq)
 {
+	struct local_src *l = local_of(src);
 	int rc;
 
 	if (copy_current(src)) {
-		*seq = ++src->seq;
+		*seq = ++l->seq;
 		return 0;
 	}
 	/* waiting below must not keep the I/O thread from putting channels aside;
@@ -1673,21 +1707,21 @@ begin(struct src *src, const uint8_t *data, size_t len, bool io, uint64_t *deadl
 		loop_wake(src->session->loop);
 		nanosleep(&ts, NULL);
 	}
-	pthread_mutex_lock(&src->route_lock);
+	pthread_mutex_lock(&l->route_lock);
 	while (src->reliability == TERN_RELIABLE && !io && peer_away_full(src, len) &&
 	       clock_ms() < deadline_of(src, deadline)) {
 		struct timespec ts = {0, 1000000};
-		pthread_mutex_unlock(&src->route_lock);
+		pthread_mutex_unlock(&l->route_lock);
 		nanosleep(&ts, NULL);
-		pthread_mutex_lock(&src->route_lock);
+		pthread_mutex_lock(&l->route_lock);
 	}
 	if ((rc = take_copy(src)) == 0) {
-		*seq = ++src->seq;
+		*seq = ++l->seq;
 		if (src->parked != NULL) {
 			park_append(src->parked, NULL, *seq, data, len);
 		}
 	}
-	pthread_mutex_unlock(&src->route_lock);
+	pthread_mutex_unlock(&l->route_lock);
 	return rc;
 }
 
@@ -1695,11 +1729,12 @@ static int
 publish_local(struct src *src, uint64_t seq, const uint8_t *data, size_t len, bool io,
               uint64_t *deadline)
 {
+	struct local_src *l = local_of(src);
 	bool wait = src->reliability == TERN_RELIABLE && !io;
 	int rc = 0;
 
-	for (int k = 0; k < src->ncopy_subs; k++) {
-		struct sink *sink = src->copy_subs[k];
+	for (int k = 0; k < l->ncopy_subs; k++) {
+		struct sink *sink = l->copy_subs[k];
 		if (sink->fn != NULL) {
 			sink_call(sink, src, seq, data, len);
 			continue;
@@ -1716,12 +1751,13 @@ static int
 publish_remote(struct src *src, uint64_t seq, uint64_t stamp, const uint8_t *data, size_t len,
                struct wait_ctx *w, struct dying *dying)
 {
+	struct local_src *l = local_of(src);
 	struct outchan_wait ow = {.room = wait_room, .ctx = w};
 	bool reliable = src->reliability == TERN_RELIABLE;
 	int rc = 0, r;
 
-	for (int k = 0; k < src->ncopy; k++) {
-		struct out *o = &src->copy[k];
+	for (int k = 0; k < l->ncopy; k++) {
+		struct out *o = &l->copy[k];
 		int broken = atomic_load(&o->oc->broken);
 		if (atomic_load(&o->oc->detached) && broken == OUTCHAN_OK) {
 			continue; /* no longer routed */
@@ -1762,36 +1798,39 @@ publish_remote(struct src *src, uint64_t seq, uint64_t stamp, const uint8_t *dat
 static uint64_t
 stamp_due(struct src *src)
 {
+	struct local_src *l = local_of(src);
 	uint64_t now;
 
-	src->stamp_count++;
-	if (src->stamp_left > 1) {
-		src->stamp_left--;
+	l->stamp_count++;
+	if (l->stamp_left > 1) {
+		l->stamp_left--;
 		return 0;
 	}
 	now = clock_wall_us();
-	if (now >= src->stamp_last_us && now - src->stamp_last_us < STAMP_EVERY_US) {
-		src->stamp_gap = src->stamp_gap > 1 ? src->stamp_gap / 2 : 1;
-		src->stamp_left = src->stamp_gap;
+	if (now >= l->stamp_last_us && now - l->stamp_last_us < STAMP_EVERY_US) {
+		l->stamp_gap = l->stamp_gap > 1 ? l->stamp_gap / 2 : 1;
+		l->stamp_left = l->stamp_gap;
 		return 0;
 	}
-	src->stamp_gap = src->stamp_count - src->stamp_count / 8;
-	src->stamp_left = src->stamp_gap;
-	src->stamp_count = 0;
-	src->stamp_last_us = now;
+	l->stamp_gap = l->stamp_count - l->stamp_count / 8;
+	l->stamp_left = l->stamp_gap;
+	l->stamp_count = 0;
+	l->stamp_last_us = now;
 	return now;
 }
 
 static int
 send_lock(struct src *src, bool io)
 {
+	struct local_src *l = local_of(src);
+
 	if (!io) {
-		pthread_mutex_lock(&src->send_lock);
+		pthread_mutex_lock(&l->send_lock);
 		return 0;
 	}
 	/* the I/O thread never waits for a publisher: one that holds this lock
 	 * may be waiting for credit only the I/O thread can read */
-	if (pthread_mutex_trylock(&src->send_lock) != 0) {
+	if (pthread_mutex_trylock(&l->send_lock) != 0) {
 		return tern__error(TERN_EAGAIN,
 		                   "publish on '%s' from a callback while another thread is "
 		                   "publishing on it: not sent",
@@ -1818,6 +1857,7 @@ publish_result(struct src *src, int rc, size_t len)
 int
 session_publish(struct session *s, struct src *src, const void *data, size_t len)
 {
+	struct local_src *l = local_of(src);
 	bool io = loop_on_thread(s->loop);
 	struct dying dying; /* a kilobyte, read only up to n: not cleared per message */
 	uint64_t deadline = 0, seq;
@@ -1837,11 +1877,11 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 		return rc;
 	}
 	if ((rc = begin(src, data, len, io, &deadline, &seq)) != 0) {
-		pthread_mutex_unlock(&src->send_lock);
+		pthread_mutex_unlock(&l->send_lock);
 		return rc;
 	}
 	rc = publish_local(src, seq, data, len, io, &deadline);
-	if ((r = publish_remote(src, seq, src->ncopy > 0 ? stamp_due(src) : 0, data, len, &w,
+	if ((r = publish_remote(src, seq, l->ncopy > 0 ? stamp_due(src) : 0, data, len, &w,
 	                        &dying)) != 0) {
 		rc = r;
 	}
@@ -1856,10 +1896,10 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 		COUNT(src->undelivered, 1);
 	}
 	publish_result(src, rc, len);
-	pthread_mutex_unlock(&src->send_lock);
+	pthread_mutex_unlock(&l->send_lock);
 	/* a peer that refused this publisher drops what reaches it; everyone
 	 * else got the message (as with TERN_EMSGSIZE from one peer) */
-	return rc == 0 ? refusal_error(&src->refusal) : rc;
+	return rc == 0 ? refusal_error(&l->refusal) : rc;
 }
 
 /* ---- publishers ---- */
@@ -1891,9 +1931,10 @@ int
 session_pub_open(struct session *s, const char *key, int reliability, struct src **out)
 {
 	struct pub_args a = {.session = s};
-	struct src *src = calloc(1, sizeof(*src));
+	struct local_src *l = calloc(1, sizeof(*l));
+	struct src *src = &l->src;
 
-	if (src == NULL) {
+	if (l == NULL) {
 		return TERN_ENOMEM;
 	}
 	src->session = s;
@@ -1908,22 +1949,22 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 	if (src->key == NULL || src->publisher == NULL) {
 		free(src->key);
 		free(src->publisher);
-		free(src);
+		free(l);
 		return TERN_ENOMEM;
 	}
-	pthread_mutex_init(&src->send_lock, NULL);
-	pthread_mutex_init(&src->route_lock, NULL);
-	pthread_mutex_init(&src->wait_lock, NULL);
-	pthread_cond_init(&src->wait_cond, NULL);
+	pthread_mutex_init(&l->send_lock, NULL);
+	pthread_mutex_init(&l->route_lock, NULL);
+	pthread_mutex_init(&l->wait_lock, NULL);
+	pthread_cond_init(&l->wait_cond, NULL);
 	a.src = src;
 	if (loop_call(s->loop, do_pub_open, &a) != 0) {
-		pthread_mutex_destroy(&src->send_lock);
-		pthread_mutex_destroy(&src->route_lock);
-		pthread_mutex_destroy(&src->wait_lock);
-		pthread_cond_destroy(&src->wait_cond);
+		pthread_mutex_destroy(&l->send_lock);
+		pthread_mutex_destroy(&l->route_lock);
+		pthread_mutex_destroy(&l->wait_lock);
+		pthread_cond_destroy(&l->wait_cond);
 		free(src->key);
 		free(src->publisher);
-		free(src);
+		free(l);
 		return tern__error(TERN_ENOMEM, "no memory to index publisher '%s'", key);
 	}
 	*out = src;
@@ -1936,10 +1977,11 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 static bool
 drained(struct src *src, bool consumed, bool *flagged)
 {
+	struct local_src *l = local_of(src);
 	bool empty = true;
 
 	*flagged = false;
-	pthread_mutex_lock(&src->route_lock);
+	pthread_mutex_lock(&l->route_lock);
 	for (int k = 0; k < src->nouts; k++) {
 		struct outchan *oc = src->outs[k].oc;
 		struct conn *c = src->outs[k].conn;
@@ -1953,7 +1995,7 @@ drained(struct src *src, bool consumed, bool *flagged)
 			}
 		}
 	}
-	pthread_mutex_unlock(&src->route_lock);
+	pthread_mutex_unlock(&l->route_lock);
 	return empty;
 }
 
@@ -1990,11 +2032,12 @@ session_pub_flush(struct session *s, struct src *src, int timeout_ms)
 int
 session_pub_matched(struct src *src)
 {
+	struct local_src *l = local_of(src);
 	int n;
 
-	pthread_mutex_lock(&src->route_lock);
+	pthread_mutex_lock(&l->route_lock);
 	n = src->nouts + (src->nsubs > 0);
-	pthread_mutex_unlock(&src->route_lock);
+	pthread_mutex_unlock(&l->route_lock);
 	return n;
 }
 
@@ -2005,11 +2048,12 @@ do_pub_close(void *arg)
 	struct pub_args *a = arg;
 	struct session *s = a->session;
 	struct src *src = a->src;
+	struct local_src *l = local_of(src);
 
 	src_unlink(&s->pubs, src);
 	ketree_remove(&s->srcs, src->key, src->key_len, src);
 	forget_parked(s, src);
-	pthread_mutex_lock(&src->route_lock);
+	pthread_mutex_lock(&l->route_lock);
 	for (int k = 0; k < src->nouts; k++) {
 		struct outchan *oc = src->outs[k].oc;
 		if (oc->retain && atomic_load(&oc->broken) != OUTCHAN_DROPPED) {
@@ -2020,7 +2064,7 @@ do_pub_close(void *arg)
 		COUNT(src->undelivered, frames_messages(&p->ring) + p->dropped);
 	}
 	src_clear(src);
-	pthread_mutex_unlock(&src->route_lock);
+	pthread_mutex_unlock(&l->route_lock);
 	/* the node's totals keep what closed publishers sent */
 	COUNT(s->messages_out, atomic_load(&src->messages));
 	COUNT(s->bytes_out, atomic_load(&src->bytes));
@@ -2031,6 +2075,7 @@ do_pub_close(void *arg)
 int
 session_pub_close(struct session *s, struct src *src)
 {
+	struct local_src *l = local_of(src);
 	struct pub_args a = {.session = s, .src = src};
 	uint64_t lost;
 	char key[256];
@@ -2040,16 +2085,16 @@ session_pub_close(struct session *s, struct src *src)
 	 * let the peers consume it before the channels go */
 	wait_drained(s, src, (int)s->cfg->publish_timeout_ms, true);
 	snprintf(key, sizeof(key), "%s", src->key);
-	if (refusal_error(&src->refusal) != 0) {
-		snprintf(refused, sizeof(refused), "%s", src->refusal.reason);
+	if (refusal_error(&l->refusal) != 0) {
+		snprintf(refused, sizeof(refused), "%s", l->refusal.reason);
 	}
 	loop_call(s->loop, do_pub_close, &a);
 	lost = atomic_load(&src->undelivered);
-	pthread_mutex_destroy(&src->send_lock);
-	pthread_mutex_destroy(&src->route_lock);
-	pthread_mutex_destroy(&src->wait_lock);
-	pthread_cond_destroy(&src->wait_cond);
-	free(src);
+	pthread_mutex_destroy(&l->send_lock);
+	pthread_mutex_destroy(&l->route_lock);
+	pthread_mutex_destroy(&l->wait_lock);
+	pthread_cond_destroy(&l->wait_cond);
+	free(l);
 	if (refused[0] != '\0') {
 		return tern__error(TERN_EACCES, "%s", refused);
 	}
@@ -2196,15 +2241,17 @@ in_use_one(void *arg, void *val)
 {
 	struct in_use_args *a = arg;
 	struct src *src = val;
+	struct local_src *l;
 
 	if (!src->local || a->used) {
 		return;
 	}
-	pthread_mutex_lock(&src->route_lock);
-	for (int k = 0; atomic_load(&src->inside) && k < src->ncopy_subs; k++) {
-		a->used |= src->copy_subs[k] == a->sink;
+	l = local_of(src);
+	pthread_mutex_lock(&l->route_lock);
+	for (int k = 0; atomic_load(&src->inside) && k < l->ncopy_subs; k++) {
+		a->used |= l->copy_subs[k] == a->sink;
 	}
-	pthread_mutex_unlock(&src->route_lock);
+	pthread_mutex_unlock(&l->route_lock);
 }
 
 /* Does a publisher still send from a copy that names this subscriber?
