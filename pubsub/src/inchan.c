@@ -40,8 +40,11 @@ inchan_free(struct inchan *in, uint64_t *budget)
 	if (in == NULL) {
 		return;
 	}
-	reasm_free(&in->reasm, budget);
-	free(in->done_buf);
+	if (in->whole != NULL) {
+		reasm_free(&in->whole->reasm, budget);
+		free(in->whole->done_buf);
+		free(in->whole);
+	}
 	free(in->backlog);
 	free(in);
 }
@@ -97,16 +100,17 @@ backlog_add(struct inchan *in, int tf, size_t hlen, uint64_t seq, uint64_t total
 static int
 deliver_whole(struct inchan *in)
 {
-	uint8_t *heap = in->done_buf;
+	struct inchan_whole *w = in->whole;
+	uint8_t *heap = w->done_buf;
 
-	if (!in->ops->deliver(in->arg, in->from, in->done_seq, in->msg_stamp, in->done_buf,
-	                      in->done_len, &heap, false)) {
+	if (!in->ops->deliver(in->arg, in->from, w->done_seq, in->msg_stamp, w->done_buf,
+	                      w->done_len, &heap, false)) {
 		return 0;
 	}
 	if (heap != NULL) { /* no pull subscriber kept it */
-		reasm_recycle(&in->reasm, heap, in->done_len);
+		reasm_recycle(&w->reasm, heap, w->done_len);
 	}
-	in->done_buf = NULL;
+	w->done_buf = NULL;
 	return 1;
 }
 
@@ -116,20 +120,24 @@ static int
 reassemble(struct inchan *in, const struct wire_frame *f, uint64_t seq, const uint8_t *p,
            const struct inchan_limits *lim)
 {
+	struct inchan_whole *w = in->whole;
 	int rc;
 
 	/* a message is reassembled from its first chunk, or not at all */
-	if (!in->reasm.active &&
+	if ((w == NULL || !w->reasm.active) &&
 	    (!(f->flags & WIRE_FLAG_FIRST) || !in->ops->wants_whole(in->arg))) {
 		return 1;
 	}
-	rc = reasm_add(&in->reasm, f, seq, p, lim->max_message, lim->budget);
+	if (w == NULL && (w = in->whole = calloc(1, sizeof(*w))) == NULL) {
+		return TERN_ENOMEM;
+	}
+	rc = reasm_add(&w->reasm, f, seq, p, lim->max_message, lim->budget);
 	if (rc <= 0) {
 		return rc < 0 ? rc : 1;
 	}
-	in->done_len = in->reasm.total;
-	in->done_seq = in->reasm.seq;
-	in->done_buf = reasm_take(&in->reasm, lim->budget);
+	w->done_len = w->reasm.total;
+	w->done_seq = w->reasm.seq;
+	w->done_buf = reasm_take(&w->reasm, lim->budget);
 	return 2;
 }
 

@@ -50,6 +50,15 @@ struct inchan_ops {
 	bool (*wants_whole)(void *arg);
 };
 
+/* Reassembly of chunked messages for local subscribers: allocated at the
+ * first such message, so a channel that carries only small ones (or only
+ * passes chunks on) does without. */
+struct inchan_whole {
+	struct reasm reasm;
+	uint8_t *done_buf; /* a reassembled message waiting for delivery */
+	uint64_t done_len, done_seq;
+};
+
 struct inchan {
 	uint32_t id;
 	int stage;  /* progress on the frame at the head */
@@ -58,10 +67,8 @@ struct inchan {
 	void *arg; /* the session's source */
 	struct credit_rx credit;
 	uint64_t next_seq;
-	struct reasm reasm;
-	uint8_t *done_buf; /* a reassembled message waiting for delivery */
-	uint64_t done_len, done_seq;
-	uint64_t msg_stamp; /* the stamp of the chunked message in progress, or 0 */
+	struct inchan_whole *whole; /* NULL until a message is reassembled */
+	uint64_t msg_stamp;         /* the stamp of the chunked message in progress, or 0 */
 	/* frames that could not be delivered yet, in arrival order */
 	uint8_t *backlog;
 	size_t blen, bcap, boff;

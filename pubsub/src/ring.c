@@ -2,11 +2,15 @@
  * ring.c - SPSC byte ring. The tail is published with release order after
  * the bytes are written, and read with acquire order before they are read.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
 #include "ring.h"
+
+_Static_assert(offsetof(struct ring, tail) - offsetof(struct ring, head) >= RING_LINE,
+               "the two positions share no cache line");
 
 /* The largest power of two a size_t holds. */
 #define RING_CAP_MAX (SIZE_MAX / 2 + 1)

@@ -18,23 +18,23 @@
 #include <sys/uio.h>
 
 /*
- * The consumer's and the producer's positions live 64 bytes apart, so that
- * each side writes only its own cache line; each side also keeps the last
- * position it read of the other, and reads the shared one again only when
- * that copy says the ring is full (producer) or empty (consumer).
+ * The consumer's and the producer's positions lie 64 bytes apart, which
+ * puts them on different cache lines wherever the ring is, so that each
+ * side writes only its own; each side also keeps the last position it read
+ * of the other, and reads the shared one again only when that copy says
+ * the ring is full (producer) or empty (consumer). Only the space between
+ * them is padding: a channel has a ring, and a router a channel a key.
  */
 #define RING_LINE 64
 
 struct ring {
 	uint8_t *buf;
 	size_t cap;
-	char pad0[RING_LINE - sizeof(uint8_t *) - sizeof(size_t)];
 	_Atomic size_t head; /* consumer position */
 	size_t tail_seen;    /* consumer's copy of tail */
-	char pad1[RING_LINE - 2 * sizeof(size_t)];
-	_Atomic size_t tail; /* producer position */
+	char pad[RING_LINE - 2 * sizeof(size_t)];
+	_Atomic size_t tail; /* producer position, RING_LINE after head */
 	size_t head_seen;    /* producer's copy of head */
-	char pad2[RING_LINE - 2 * sizeof(size_t)];
 };
 
 /* TERN_ENOMEM when min_cap is more than any power of two in a size_t, or
