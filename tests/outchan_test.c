@@ -47,11 +47,15 @@ struct wire_out {
 	int n;
 };
 
+#define FIX_LINKS 16 /* channels a test opens */
+
 struct fix {
 	pthread_mutex_t lock;
 	struct outchan_budget budget;
 	struct calls calls;
 	struct wire_out w;
+	struct outchan_link links[FIX_LINKS]; /* a channel's own, as its parameters differ */
+	int nlinks;
 };
 
 static void
@@ -115,19 +119,22 @@ static struct outchan *
 chan(struct fix *x, uint32_t id, bool reliable, uint32_t frame_max, uint64_t window,
      size_t ring_min)
 {
+	struct outchan_link *l = &x->links[x->nlinks++];
 	struct outchan_params p = {.id = id,
 	                           .reliable = reliable,
-	                           .frame_max = frame_max,
-	                           .peer_window = window,
-	                           .ring_min = ring_min,
-	                           .flush_lock = &x->lock,
-	                           .budget = &x->budget,
+	                           .link = l,
 	                           .ops = &ops,
 	                           .arg = &x->calls,
-	                           .owner = &x->calls,
 	                           .label = "test/key"};
 	struct outchan *oc;
 
+	assert_true(x->nlinks <= FIX_LINKS);
+	l->flush_lock = &x->lock;
+	l->budget = &x->budget;
+	l->owner = &x->calls;
+	l->frame_max = frame_max > 0 ? frame_max : 1;
+	l->peer_window = window;
+	l->ring_min = ring_min;
 	assert_int_equal(outchan_new(&oc, &p), 0);
 	return oc;
 }
@@ -189,12 +196,12 @@ write_all(struct outchan *oc, struct wire_out *w, size_t limit)
 	int niov;
 	size_t taken;
 
-	pthread_mutex_lock(oc->flush_lock);
+	pthread_mutex_lock(oc->link->flush_lock);
 	taken = outchan_take(oc, 0, limit, limit, iov, &niov, NOW);
 	append_iov(w, iov, niov);
 	assert_int_equal(outchan_cut_end(oc, taken, taken), taken);
 	outchan_settle(oc, taken, taken, taken > 0, NOW);
-	pthread_mutex_unlock(oc->flush_lock);
+	pthread_mutex_unlock(oc->link->flush_lock);
 	parse(w);
 	return taken;
 }
@@ -522,11 +529,11 @@ wait_room(void *ctx, struct outchan *oc, size_t len)
 	if (!wt->give) {
 		return false;
 	}
-	pthread_mutex_lock(oc->flush_lock);
+	pthread_mutex_lock(oc->link->flush_lock);
 	size_t taken = outchan_take(oc, 0, 1 << 20, 1 << 20, iov, &niov, NOW);
 	append_iov(&wt->x->w, iov, niov);
 	outchan_settle(oc, taken, taken, true, NOW);
-	pthread_mutex_unlock(oc->flush_lock);
+	pthread_mutex_unlock(oc->link->flush_lock);
 	return outchan_has_room(oc, len);
 }
 

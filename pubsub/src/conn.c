@@ -110,6 +110,10 @@ conn_new(const struct conn_env *env, int fd, bool outbound, bool connecting, con
 	c->created_ms = c->last_rx_ms = c->last_ping_ms = clock_ms();
 	c->reasm_budget = cfg->queue_max_bytes;
 	c->budget.max = cfg->queue_max_bytes;
+	c->olink.flush_lock = &c->wlock;
+	c->olink.budget = &c->budget;
+	c->olink.ready = &c->ready;
+	c->olink.owner = c;
 	snprintf(c->endpoint, sizeof(c->endpoint), "%s", endpoint);
 	pthread_mutex_init(&c->wlock, NULL);
 	return c;
@@ -885,14 +889,11 @@ conn_free(struct conn *c)
 	}
 	free(c->outv);
 	free(c->blockedv);
-	hmap_free(&c->out_ids);
-	for (uint32_t i = 0; i < c->ins_cap; i++) {
+	idtab_free(&c->out_ids);
+	for (uint32_t i = 0; i < c->ins.cap; i++) {
 		inchan_free(conn_inchan(c, i), &c->reasm_budget);
 	}
-	for (uint32_t i = 0; i < c->ins_cap / CONN_INS_PAGE; i++) {
-		free(c->ins_pages[i]);
-	}
-	free(c->ins_pages);
+	idtab_free(&c->ins);
 	free(c->dirty);
 	free(c->credited);
 	free(c->stalled);
@@ -966,25 +967,13 @@ conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
                   const struct outchan_ops *ops, void *arg)
 {
 	struct outchan_params p = {.reliable = reliable,
-	                           .frame_max = c->frame_max,
-	                           .peer_window = c->peer_window,
-	                           .ring_min = 256u << 10,
-	                           .flush_lock = &c->wlock,
-	                           .budget = &c->budget,
-	                           .ready = &c->ready,
+	                           .link = &c->olink,
 	                           .ops = ops,
 	                           .arg = arg,
-	                           .owner = c,
 	                           .label = open->u.open.key.p};
 	struct ctl_msg m = *open;
 	struct outchan *oc;
 
-	if (p.ring_min < 4ull * c->batch_max) {
-		p.ring_min = 4ull * c->batch_max;
-	}
-	if (p.ring_min < 2ull * c->peer_window) { /* the window's worth kept, and more to send */
-		p.ring_min = 2ull * c->peer_window;
-	}
 	pthread_mutex_lock(&c->wlock);
 	if (c->nout == c->out_cap_v) {
 		int cap = c->out_cap_v ? c->out_cap_v * 2 : 8;
@@ -1001,7 +990,7 @@ conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
 		pthread_mutex_unlock(&c->wlock);
 		return NULL;
 	}
-	if (!hmap_put(&c->out_ids, hmap_hash_u64(oc->id), oc)) {
+	if (idtab_put(&c->out_ids, oc->id, oc) != 0) {
 		pthread_mutex_unlock(&c->wlock);
 		outchan_free(oc);
 		return NULL;
@@ -1031,7 +1020,7 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 			c->out_cap_v /= 2;
 		}
 	}
-	hmap_del(&c->out_ids, hmap_hash_u64(oc->id), oc);
+	idtab_del(&c->out_ids, oc->id);
 	take_ready(c); /* then a listed channel is on the list, not on ready */
 	if (oc->on_act) {
 		act_unlink(c, oc);
@@ -1057,57 +1046,35 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 	outchan_free(oc);
 }
 
-static bool
-id_eq(const void *val, const void *key)
-{
-	return ((const struct outchan *)val)->id == *(const uint64_t *)key;
-}
-
 static struct outchan *
 outchan_by_id(struct conn *c, uint64_t id)
 {
-	return hmap_find(&c->out_ids, hmap_hash_u64(id), id_eq, &id);
+	return idtab_get(&c->out_ids, id);
 }
 
 int
 conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, void *arg)
 {
+	struct inchan *in;
 	int rc;
 
 	if (id == 0 || id > WIRE_CHANNEL_MAX) {
 		return tern__error(TERN_EPROTO, "channel id %llu out of range",
 		                   (unsigned long long)id);
 	}
-	if (id >= c->ins_cap) {
-		uint32_t npages = c->ins_cap / CONN_INS_PAGE, want = npages ? npages : 4;
-		while ((uint64_t)want * CONN_INS_PAGE <= id) {
-			want *= 2;
-		}
-		struct conn_ins_page **p = realloc(c->ins_pages, want * sizeof(*p));
-		if (p == NULL) {
-			return TERN_ENOMEM;
-		}
-		memset(p + npages, 0, (want - npages) * sizeof(*p));
-		c->ins_pages = p;
-		c->ins_cap = want * CONN_INS_PAGE;
-	}
-	struct conn_ins_page **page = &c->ins_pages[id / CONN_INS_PAGE];
-	if (*page == NULL && (*page = calloc(1, sizeof(**page))) == NULL) {
-		return TERN_ENOMEM;
-	}
-	if ((*page)->v[id % CONN_INS_PAGE] != NULL) {
+	if (conn_inchan(c, id) != NULL) {
 		return tern__error(TERN_EPROTO, "channel %llu opened twice",
 		                   (unsigned long long)id);
 	}
-	rc = inchan_new(&(*page)->v[id % CONN_INS_PAGE], (uint32_t)id, c->env->window_init,
-	                c->env->window_max, ops, arg, c);
-	if (rc == 0) {
-		(*page)->n++;
-	} else if ((*page)->n == 0) {
-		free(*page);
-		*page = NULL;
+	if ((rc = inchan_new(&in, (uint32_t)id, c->env->window_init, c->env->window_max, ops, arg,
+	                     c)) != 0) {
+		return rc;
 	}
-	return rc;
+	if (idtab_put(&c->ins, (uint32_t)id, in) != 0) {
+		inchan_free(in, &c->reasm_budget);
+		return TERN_ENOMEM;
+	}
+	return 0;
 }
 
 /* A list of receive channels; *on says whether in is on it, so that
@@ -1149,12 +1116,7 @@ conn_close_inchan(struct conn *c, struct inchan *in)
 {
 	list_remove(c->stalled, &c->nstalled, in, &in->on_stalled);
 	list_remove(c->dirty, &c->ndirty, in, &in->on_dirty);
-	struct conn_ins_page **page = &c->ins_pages[in->id / CONN_INS_PAGE];
-	(*page)->v[in->id % CONN_INS_PAGE] = NULL;
-	if (--(*page)->n == 0) {
-		free(*page);
-		*page = NULL;
-	}
+	idtab_del(&c->ins, in->id);
 	inchan_free(in, &c->reasm_budget);
 }
 
@@ -1267,6 +1229,25 @@ on_data(struct conn *c, const struct wire_frame *f, size_t hlen, const uint8_t *
 	return rc < 0 ? rc : 0;
 }
 
+/* What the send channels share, once HELLO has set the peer's figures:
+ * a ring grows without asking the budget up to four batches and the
+ * window's worth twice (kept, and more to send). */
+static void
+set_olink(struct conn *c)
+{
+	size_t ring_min = 256u << 10;
+
+	if (ring_min < 4ull * c->batch_max) {
+		ring_min = 4ull * c->batch_max;
+	}
+	if (ring_min < 2ull * c->peer_window) {
+		ring_min = 2ull * c->peer_window;
+	}
+	c->olink.frame_max = c->frame_max;
+	c->olink.peer_window = c->peer_window;
+	c->olink.ring_min = ring_min;
+}
+
 static void
 on_hello(struct conn *c, const struct ctl_msg *m)
 {
@@ -1297,6 +1278,7 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 		c->peer_window = frame_max + WIRE_HDR_MAX;
 	}
 	c->peer_keepalive_ms = m->u.hello.keepalive_ms;
+	set_olink(c);
 	c->got_hello = true;
 	atomic_store(&c->state, CONN_READY);
 	struct ctl_msg ping = {.type = CTL_PING};
@@ -1345,7 +1327,7 @@ on_first_control(struct conn *c, const struct ctl_msg *m)
 static void
 weigh_early_blocked(struct conn *c)
 {
-	for (uint32_t i = 0; i < c->ins_cap; i++) {
+	for (uint32_t i = 0; i < c->ins.cap; i++) {
 		struct inchan *in = conn_inchan(c, i);
 		if (in != NULL && in->blocked_unweighed) {
 			inchan_blocked(in, c->rtt_us, window_floor(c));

@@ -38,7 +38,7 @@
 
 #include "control.h"
 #include "endpoint.h"
-#include "hmap.h"
+#include "idtab.h"
 #include "inchan.h"
 #include "log.h"
 #include "outchan.h"
@@ -58,12 +58,6 @@ struct conn_env {
 };
 
 struct conn;
-
-#define CONN_INS_PAGE 256
-struct conn_ins_page {
-	uint32_t n;
-	struct inchan *v[CONN_INS_PAGE];
-};
 
 struct conn_ops {
 	/* The handshake is done: the connection carries traffic. */
@@ -131,10 +125,11 @@ struct conn {
 	_Atomic uint64_t pending_since_ns; /* when data first waited (batching.max_delay_us) */
 	_Atomic uint64_t last_direct_ns;   /* the last write from a publishing thread */
 	struct outchan_budget budget;      /* what the send rings may hold */
+	struct outchan_link olink;         /* what its send channels share (set at HELLO) */
 
 	struct outchan **outv; /* under wlock */
 	int nout, out_cap_v;
-	struct hmap out_ids; /* I/O thread: the send channels by id */
+	struct idtab out_ids; /* I/O thread: the send channels by id */
 	/* The send channels with data to write (under wlock, plus `ready`,
 	 * where producers list channels newly), and those that keep written
 	 * frames until the peer acknowledges them (under wlock): a flush and
@@ -146,11 +141,7 @@ struct conn {
 	struct outchan **blockedv; /* under wlock: channels that want a BLOCKED report */
 	int nblocked, blocked_cap;
 	uint32_t next_chan;
-	/* receive channels by id, in pages of CONN_INS_PAGE allocated while
-	 * one of their ids is open: ids only grow, and a table indexed by
-	 * them would keep the size of every channel ever opened */
-	struct conn_ins_page **ins_pages;
-	uint32_t ins_cap;      /* ids below this have a place in ins_pages */
+	struct idtab ins;      /* receive channels by id */
 	struct inchan **dirty; /* channels to acknowledge after this read */
 	uint32_t ndirty, dirty_cap;
 	uint32_t dirty_peak; /* the most acknowledged at once since the timers looked */
@@ -252,12 +243,7 @@ int conn_open_inchan(struct conn *c, uint64_t id, const struct inchan_ops *ops, 
 static inline struct inchan *
 conn_inchan(struct conn *c, uint64_t id)
 {
-	struct conn_ins_page *p;
-
-	if (id >= c->ins_cap || (p = c->ins_pages[id / CONN_INS_PAGE]) == NULL) {
-		return NULL;
-	}
-	return p->v[id % CONN_INS_PAGE];
+	return idtab_get(&c->ins, id);
 }
 void conn_close_inchan(struct conn *c, struct inchan *in);
 

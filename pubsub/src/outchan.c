@@ -33,23 +33,17 @@ outchan_new(struct outchan **out, const struct outchan_params *p)
 	}
 	/* the ring is allocated by the first message (see outchan_has_room): a
 	 * declared key that carries nothing costs no buffer */
-	oc->ring_min = p->ring_min;
 	oc->id = p->id;
 	oc->retain = p->reliable;
-	oc->frame_max = p->frame_max > 0 ? p->frame_max : 1;
-	oc->peer_window = p->peer_window;
-	oc->flush_lock = p->flush_lock;
-	oc->budget = p->budget;
+	oc->link = p->link;
 	oc->ops = p->ops;
 	oc->arg = p->arg;
-	oc->owner = p->owner;
-	oc->ready = p->ready;
 	oc->label = p->label != NULL ? p->label : "";
-	atomic_init(&oc->credit, (int64_t)p->peer_window);
+	atomic_init(&oc->credit, (int64_t)p->link->peer_window);
 	atomic_init(&oc->sent, 0);
 	atomic_init(&oc->last_ack_ms, clock_ms());
 	atomic_init(&oc->last_write_ms, clock_ms());
-	atomic_fetch_add(&oc->budget->used, oc->ring.cap);
+	atomic_fetch_add(&oc->link->budget->used, oc->ring.cap);
 	*out = oc;
 	return 0;
 }
@@ -60,7 +54,7 @@ outchan_free(struct outchan *oc)
 	if (oc == NULL) {
 		return;
 	}
-	atomic_fetch_sub(&oc->budget->used, oc->ring.cap);
+	atomic_fetch_sub(&oc->link->budget->used, oc->ring.cap);
 	ring_free(&oc->ring);
 	free(oc->jumps);
 	free(oc);
@@ -71,7 +65,7 @@ outchan_free(struct outchan *oc)
 static size_t
 framed_len(const struct outchan *oc, size_t len)
 {
-	return len + (len / oc->frame_max + 1) * WIRE_HDR_MAX;
+	return len + (len / oc->link->frame_max + 1) * WIRE_HDR_MAX;
 }
 
 bool
@@ -95,14 +89,14 @@ resize_charged(struct outchan *oc, size_t cap)
 	size_t old;
 	int rc;
 
-	pthread_mutex_lock(oc->flush_lock);
+	pthread_mutex_lock(oc->link->flush_lock);
 	old = oc->ring.cap;
 	rc = ring_grow(&oc->ring, cap);
-	pthread_mutex_unlock(oc->flush_lock);
+	pthread_mutex_unlock(oc->link->flush_lock);
 	if (rc != 0) {
 		return false;
 	}
-	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
+	atomic_fetch_add(&oc->link->budget->used, oc->ring.cap - old);
 	return true;
 }
 
@@ -111,17 +105,17 @@ grow_to_min(struct outchan *oc, size_t need)
 {
 	size_t used = ring_used(&oc->ring), cap = oc->ring.cap ? oc->ring.cap : RING_CAP_FIRST;
 
-	if (oc->ring.cap >= oc->ring_min) {
+	if (oc->ring.cap >= oc->link->ring_min) {
 		return false;
 	}
 	while (cap < used + need) {
 		cap *= 2;
 	}
-	if (cap > oc->ring_min && oc->ring.cap > 0) {
+	if (cap > oc->link->ring_min && oc->ring.cap > 0) {
 		return false; /* beyond ring_min: grow()'s rules */
 	}
 	if (oc->ring.cap > 0 &&
-	    atomic_load(&oc->budget->used) + (cap - oc->ring.cap) > oc->budget->max) {
+	    atomic_load(&oc->link->budget->used) + (cap - oc->ring.cap) > oc->link->budget->max) {
 		return false;
 	}
 	return resize_charged(oc, cap);
@@ -154,13 +148,13 @@ grow(struct outchan *oc, size_t need, bool for_window)
 		cap = RING_CAP_FIRST;
 	}
 	while (cap < used + need) {
-		if (cap > oc->budget->max) {
+		if (cap > oc->link->budget->max) {
 			return false;
 		}
 		cap *= 2;
 	}
-	if (atomic_load(&oc->budget->used) + (cap - oc->ring.cap) > oc->budget->max ||
-	    (!for_window && cap > oc->peer_window + GROW_SECONDS * rate)) {
+	if (atomic_load(&oc->link->budget->used) + (cap - oc->ring.cap) > oc->link->budget->max ||
+	    (!for_window && cap > oc->link->peer_window + GROW_SECONDS * rate)) {
 		return false;
 	}
 	return resize_charged(oc, cap);
@@ -230,7 +224,7 @@ note_ready(struct outchan *oc)
 {
 	struct outchan *head;
 
-	if (oc->ready == NULL) {
+	if (oc->link->ready == NULL) {
 		return;
 	}
 	atomic_thread_fence(memory_order_seq_cst);
@@ -238,11 +232,11 @@ note_ready(struct outchan *oc)
 	    atomic_exchange(&oc->listed, true)) {
 		return;
 	}
-	head = atomic_load_explicit(&oc->ready->head, memory_order_relaxed);
+	head = atomic_load_explicit(&oc->link->ready->head, memory_order_relaxed);
 	do {
 		oc->ready_next = head;
 	} while (!atomic_compare_exchange_weak_explicit(
-	    &oc->ready->head, &head, oc, memory_order_release, memory_order_relaxed));
+	    &oc->link->ready->head, &head, oc, memory_order_release, memory_order_relaxed));
 }
 
 bool
@@ -261,10 +255,10 @@ put_frame(struct outchan *oc, const struct wire_frame *f, const uint8_t *payload
 	uint8_t hdr[WIRE_HDR_MAX];
 	size_t hlen = wire_header_encode(hdr, f);
 
-	oc->ops->queued(oc->owner, oc, hlen + (size_t)f->len, true);
+	oc->ops->queued(oc->link->owner, oc, hlen + (size_t)f->len, true);
 	ring_put(&oc->ring, hdr, hlen, payload, (size_t)f->len);
 	note_ready(oc);
-	oc->ops->queued(oc->owner, oc, hlen + (size_t)f->len, false);
+	oc->ops->queued(oc->link->owner, oc, hlen + (size_t)f->len, false);
 }
 
 static int
@@ -297,7 +291,7 @@ outchan_send_stamped(struct outchan *oc, uint64_t seq, uint64_t stamp_us, const 
 	if (stamp_us != 0) {
 		f.flags |= WIRE_FLAG_STAMP;
 	}
-	if (len <= oc->frame_max) {
+	if (len <= oc->link->frame_max) {
 		if (!room_for(oc, len, may_wait ? w : NULL)) {
 			return refused(oc, may_wait && w != NULL);
 		}
@@ -311,7 +305,8 @@ outchan_send_stamped(struct outchan *oc, uint64_t seq, uint64_t stamp_us, const 
 		f.type = WIRE_CHUNK;
 		f.total = len;
 		while (off < len) {
-			size_t n = len - off < oc->frame_max ? len - off : oc->frame_max;
+			size_t n =
+			    len - off < oc->link->frame_max ? len - off : oc->link->frame_max;
 			f.flags = (f.flags & WIRE_FLAG_SEQ) |
 			          (off == 0 ? WIRE_FLAG_FIRST | (f.flags & WIRE_FLAG_STAMP) : 0) |
 			          (off + n == len ? WIRE_FLAG_LAST : 0);
@@ -375,7 +370,8 @@ outchan_forward(struct outchan *oc, const struct wire_frame *f, uint64_t seq,
 	}
 	g.channel = oc->id;
 	do {
-		uint64_t n = f->len - off < oc->frame_max ? f->len - off : oc->frame_max;
+		uint64_t n =
+		    f->len - off < oc->link->frame_max ? f->len - off : oc->link->frame_max;
 		g.flags = f->flags &
 		          ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST | WIRE_FLAG_STAMP);
 		if (first && off == 0) {
@@ -619,9 +615,9 @@ bool
 outchan_on_credit(struct outchan *oc, uint64_t bytes, uint64_t consumed, uint64_t now_ms)
 {
 	if (outchan_credit(oc, bytes, consumed, now_ms)) {
-		pthread_mutex_lock(oc->flush_lock);
+		pthread_mutex_lock(oc->link->flush_lock);
 		outchan_release_locked(oc, now_ms);
-		pthread_mutex_unlock(oc->flush_lock);
+		pthread_mutex_unlock(oc->link->flush_lock);
 	}
 	return outchan_credited(oc);
 }
@@ -692,7 +688,7 @@ outchan_take_kept(struct outchan *oc, struct ring *kept, uint64_t *head_seq, boo
 		first = oc->last_seq + 1; /* only the rest of the last message */
 	}
 	*head_seq = *head_mid ? first - 1 : first;
-	atomic_fetch_sub(&oc->budget->used, oc->ring.cap);
+	atomic_fetch_sub(&oc->link->budget->used, oc->ring.cap);
 	*kept = oc->ring;
 	memset(&oc->ring, 0, sizeof(oc->ring));
 	atomic_store(&oc->sent, 0);
@@ -709,7 +705,7 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 	bool first, last;
 	uint64_t off = 0;
 
-	if (f->len <= oc->frame_max) {
+	if (f->len <= oc->link->frame_max) {
 		ring_put(&oc->ring, hdr, wire_header_encode(hdr, f), payload, (size_t)f->len);
 		note_ready(oc);
 		return;
@@ -723,7 +719,7 @@ put_kept(struct outchan *oc, struct wire_frame *f, const uint8_t *payload)
 	last = g.flags & WIRE_FLAG_LAST;
 	do {
 		struct wire_frame p = g;
-		uint64_t n = g.len - off < oc->frame_max ? g.len - off : oc->frame_max;
+		uint64_t n = g.len - off < oc->link->frame_max ? g.len - off : oc->link->frame_max;
 		p.flags &= ~(WIRE_FLAG_SEQ | WIRE_FLAG_FIRST | WIRE_FLAG_LAST | WIRE_FLAG_STAMP);
 		if (first && off == 0) {
 			p.flags |= WIRE_FLAG_FIRST | (g.flags & (WIRE_FLAG_SEQ | WIRE_FLAG_STAMP));
@@ -748,13 +744,13 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 	bool skip = head_mid;
 	int messages = 0;
 
-	pthread_mutex_lock(oc->flush_lock);
+	pthread_mutex_lock(oc->link->flush_lock);
 	old = oc->ring.cap;
 	/* room for every kept frame, cut into pieces with headers of their own */
 	if (ring_grow(&oc->ring, 2 * used + 4096) != 0) {
 		used = 0;
 	}
-	atomic_fetch_add(&oc->budget->used, oc->ring.cap - old);
+	atomic_fetch_add(&oc->link->budget->used, oc->ring.cap - old);
 	for (size_t at = 0; used > 0 && frames_next(kept, &off, &f, &hlen); at = off) {
 		bool starts = frames_starts_message(&f);
 		if (skip && !starts) {
@@ -795,7 +791,7 @@ outchan_resume(struct outchan *oc, struct ring *kept, uint64_t head_seq, bool he
 			seq++;
 		}
 	}
-	pthread_mutex_unlock(oc->flush_lock);
+	pthread_mutex_unlock(oc->link->flush_lock);
 	free(payload);
 	return messages;
 }

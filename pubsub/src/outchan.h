@@ -66,19 +66,25 @@ enum outchan_broken {
 	OUTCHAN_DROPPED /* the peer left or was dropped: nothing to resume */
 };
 
+/* What the send channels of one connection share: set by the connection
+ * before it opens the first, read-only while any is open. */
+struct outchan_link {
+	pthread_mutex_t *flush_lock;
+	struct outchan_budget *budget;
+	struct outchan_ready *ready; /* where a channel is listed when it has data */
+	void *owner;                 /* for ops->queued: the connection */
+	uint64_t peer_window;        /* the peer's first grant */
+	size_t ring_min;             /* a ring holds at least this */
+	uint32_t frame_max;          /* largest frame payload the peer accepts (>= 1) */
+};
+
 struct outchan_params {
 	uint32_t id;
 	bool reliable;
-	uint32_t frame_max;   /* largest frame payload the peer accepts */
-	uint64_t peer_window; /* the peer's first grant */
-	size_t ring_min;      /* the ring holds at least this */
-	pthread_mutex_t *flush_lock;
-	struct outchan_budget *budget;
+	const struct outchan_link *link;
 	const struct outchan_ops *ops;
-	void *arg;                   /* for ops->wake: the session's source */
-	void *owner;                 /* for ops->queued: the connection */
-	struct outchan_ready *ready; /* where the channel is listed when it has data */
-	const char *label;           /* the key, for messages; must outlive the channel */
+	void *arg;         /* for ops->wake: the session's source */
+	const char *label; /* the key, for messages; must outlive the channel */
 };
 
 #define OUTCHAN_JUMPS 16
@@ -92,14 +98,11 @@ struct outchan_jumps {
 
 struct outchan {
 	uint32_t id;
-	uint32_t frame_max;
-	uint64_t peer_window;
-	pthread_mutex_t *flush_lock;
-	struct outchan_budget *budget;
+	int slot; /* the connection's, under flush_lock: its place in its table */
+	const struct outchan_link *link;
 	const struct outchan_ops *ops;
-	void *arg, *owner;
+	void *arg;
 	const char *label;
-	size_t ring_min;
 
 	struct ring ring;         /* empty (cap 0) until the first message */
 	_Atomic int64_t credit;   /* bytes the receiver still accepts */
@@ -131,14 +134,13 @@ struct outchan {
 	struct outchan_ready *ready;
 	struct outchan *ready_next;
 	/* the connection's, under flush_lock: its list of channels with data
-	 * to send, its list of channels that keep written frames until
-	 * acknowledged, and the channel's place in its table */
+	 * to send, and its list of channels that keep written frames until
+	 * acknowledged */
 	struct outchan *act_next, *act_prev;
 	struct outchan *kept_next, *kept_prev;
 	/* I/O thread: the consumed total of a CREDIT not yet released (and
 	 * below, whether the connection lists the channel for that) */
 	uint64_t ack_due;
-	int slot;
 	atomic_bool listed;
 	bool on_act, on_kept, on_blocked;
 	bool on_credited;

@@ -701,7 +701,7 @@ push_pull(struct src *s, uint64_t seq, const uint8_t *data, size_t len, uint8_t 
 static bool
 out_congested(const struct outchan *oc)
 {
-	return outchan_unsent((struct outchan *)oc) > oc->peer_window &&
+	return outchan_unsent((struct outchan *)oc) > oc->link->peer_window &&
 	       atomic_load(&oc->broken) == OUTCHAN_OK && !atomic_load(&oc->detached);
 }
 
@@ -1397,7 +1397,7 @@ on_gone(void *arg, struct conn *c)
 		}
 		i = next;
 	}
-	for (uint32_t k = 0; k < c->ins_cap; k++) {
+	for (uint32_t k = 0; k < c->ins.cap; k++) {
 		/* a channel with a backlog stays until it is delivered */
 		struct inchan *in = conn_inchan(c, k);
 		if (in != NULL && !in->stalled) {
