@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -38,6 +39,10 @@
 /* What an idle pull subscription may hold: its record, its key expression
  * and its place in the indexes, but no queue (that comes with a message). */
 #define IDLE_SUB_MAX 2048
+/* What a router may hold for an idle key it forwards (a remote source, a
+ * receive channel, a send channel, its place in the indexes): the 1 KiB of
+ * the scale targets (bench/RESULTS.md), in live bytes. */
+#define ROUTER_KEY_MAX 1024
 
 #ifndef SANITIZER_MALLOC
 extern void *__libc_malloc(size_t);
@@ -142,7 +147,121 @@ round_of_keys(tern_node *b, tern_sub *sub, long n)
 	}
 	free(pubs);
 }
+
+/* The router's side of test_router_key_cost, in a process of its own (its
+ * own count of live bytes): listen, tell the address on out, then answer
+ * each byte on in with the live bytes, until the pipe closes. */
+static void
+router_process(int in, int out)
+{
+	tern_config cfg;
+	tern_node *r;
+	char bound[256], cmd;
+
+	tern_config_init(&cfg);
+	cfg.id = "keymem-router";
+	cfg.mode = TERN_MODE_ROUTER;
+	cfg.log_level = TERN_LOG_ERROR;
+	cfg.telemetry_interval_ms = 0;
+	if (tern_node_open(&r, &cfg) != 0 ||
+	    tern_node_listen(r, "tcp://127.0.0.1:0", bound, sizeof(bound)) != 0 ||
+	    write(out, bound, sizeof(bound)) != (ssize_t)sizeof(bound)) {
+		_exit(1);
+	}
+	while (read(in, &cmd, 1) == 1) {
+		long now = atomic_load(&live);
+		if (write(out, &now, sizeof(now)) != (ssize_t)sizeof(now)) {
+			_exit(1);
+		}
+	}
+	tern_node_close(r);
+	_exit(0);
+}
+
+static long
+ask_live(int to, int from)
+{
+	char cmd = 'l';
+	long now = -1;
+
+	assert_int_equal(write(to, &cmd, 1), 1);
+	assert_int_equal(read(from, &now, sizeof(now)), (ssize_t)sizeof(now));
+	return now;
+}
 #endif
+
+/*
+ * A router between a publisher of KEYS idle keys and a subscriber to all of
+ * them holds at most ROUTER_KEY_MAX live bytes a key. Runs first: it forks,
+ * and no other node's threads may exist then.
+ */
+static void
+test_router_key_cost(void **state)
+{
+#ifndef SANITIZER_MALLOC
+	int to[2], from[2];
+	char bound[256], key[32];
+	pid_t pid;
+	tern_pub **pubs = calloc(KEYS, sizeof(*pubs)), *probe;
+	tern_sub *sub;
+	tern_msg m;
+	long base, after;
+	int status;
+
+	(void)state;
+	assert_int_equal(pipe(to), 0);
+	assert_int_equal(pipe(from), 0);
+	if ((pid = fork()) == 0) {
+		close(to[1]);
+		close(from[0]);
+		router_process(to[0], from[1]);
+	}
+	close(to[0]);
+	close(from[1]);
+	assert_int_equal(read(from[0], bound, sizeof(bound)), (ssize_t)sizeof(bound));
+	tern_node *s = open_node("keymem-sub"), *p = open_node("keymem-pub");
+	assert_int_equal(tern_node_connect(s, bound), 0);
+	assert_int_equal(tern_node_connect(p, bound), 0);
+	assert_int_equal(tern_node_wait_peers(s, 1, 10000), 0);
+	assert_int_equal(tern_node_wait_peers(p, 1, 10000), 0);
+	assert_int_equal(tern_sub_open(&sub, s, "k/**", NULL, NULL), 0);
+	/* the subscription has reached the publisher's node through the router */
+	assert_int_equal(tern_pub_open(&probe, p, "k/probe", -1), 0);
+	for (int w = 0; w < 60000 && tern_pub_matched(probe) == 0; w++) {
+		usleep(1000);
+	}
+	assert_true(tern_pub_matched(probe) > 0);
+	usleep(200000);
+	base = ask_live(to[1], from[0]);
+	for (long i = 0; i < KEYS; i++) {
+		snprintf(key, sizeof(key), "k/%ld", i);
+		assert_int_equal(tern_pub_open(&pubs[i], p, key, -1), 0);
+	}
+	/* the router takes a connection's messages in order: when this one
+	 * has come through, it has opened a channel onward for every key */
+	assert_int_equal(tern_publish(probe, "x", 1), 0);
+	assert_int_equal(tern_sub_recv(sub, &m, 60000), 0);
+	after = ask_live(to[1], from[0]);
+	print_message("router: live bytes %ld before %d idle keys, %ld after: %ld a key\n", base,
+	              KEYS, after, (after - base) / KEYS);
+	assert_true((after - base) / KEYS <= ROUTER_KEY_MAX);
+	close(to[1]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(from[0]);
+	for (long i = 0; i < KEYS; i++) {
+		assert_int_equal(tern_pub_close(pubs[i]), 0);
+	}
+	tern_pub_close(probe);
+	tern_sub_close(sub);
+	tern_node_close(p);
+	tern_node_close(s);
+	free(pubs);
+#else
+	(void)state;
+	skip();
+#endif
+}
 
 static void
 test_publishers_come_and_go(void **state)
@@ -215,6 +334,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_router_key_cost),
 	    cmocka_unit_test(test_publishers_come_and_go),
 	    cmocka_unit_test(test_subscriptions_come_and_go),
 	};

@@ -434,8 +434,6 @@ cmd_idle(long keys)
 	       (double)(r1 - r0) * 1024 / (double)keys, (double)(s1 - s0) * 1024 / (double)keys, p0,
 	       p1, r0, r1, s0, s1);
 	fflush(stdout);
-	if (getenv("SCALE_HOLD"))
-		sleep(5); /* TEMP */
 	for (long i = 0; i < keys; i++) {
 		tern_pub_close(pubs[i]);
 	}

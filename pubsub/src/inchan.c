@@ -103,8 +103,8 @@ deliver_whole(struct inchan *in)
 	struct inchan_whole *w = in->whole;
 	uint8_t *heap = w->done_buf;
 
-	if (!in->ops->deliver(in->arg, in->from, w->done_seq, in->msg_stamp, w->done_buf,
-	                      w->done_len, &heap, false)) {
+	if (!in->ops->deliver(in->arg, in->from, w->done_seq, w->stamp, w->done_buf, w->done_len,
+	                      &heap, false)) {
 		return 0;
 	}
 	if (heap != NULL) { /* no pull subscriber kept it */
@@ -130,6 +130,9 @@ reassemble(struct inchan *in, const struct wire_frame *f, uint64_t seq, const ui
 	}
 	if (w == NULL && (w = in->whole = calloc(1, sizeof(*w))) == NULL) {
 		return TERN_ENOMEM;
+	}
+	if (f->flags & WIRE_FLAG_FIRST) {
+		w->stamp = (f->flags & WIRE_FLAG_STAMP) ? f->stamp : 0;
 	}
 	rc = reasm_add(&w->reasm, f, seq, p, lim->max_message, lim->budget);
 	if (rc <= 0) {
@@ -157,7 +160,6 @@ process_chunk(struct inchan *in, struct wire_frame *f, uint64_t seq, const uint8
 			    (unsigned long long)f->total, (unsigned long long)lim->max_message);
 		}
 		in->skip_chunks = in->ops->duplicate(in->arg, seq);
-		in->msg_stamp = (f->flags & WIRE_FLAG_STAMP) ? f->stamp : 0;
 	}
 	if (in->skip_chunks) {
 		if (f->flags & WIRE_FLAG_LAST) {

@@ -55,6 +55,7 @@ struct inchan_ops {
  * passes chunks on) does without. */
 struct inchan_whole {
 	struct reasm reasm;
+	uint64_t stamp;    /* of the message in progress, or 0 */
 	uint8_t *done_buf; /* a reassembled message waiting for delivery */
 	uint64_t done_len, done_seq;
 };
@@ -68,7 +69,6 @@ struct inchan {
 	struct credit_rx credit;
 	uint64_t next_seq;
 	struct inchan_whole *whole; /* NULL until a message is reassembled */
-	uint64_t msg_stamp;         /* the stamp of the chunked message in progress, or 0 */
 	/* frames that could not be delivered yet, in arrival order */
 	uint8_t *backlog;
 	size_t blen, bcap, boff;

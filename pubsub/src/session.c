@@ -62,31 +62,35 @@ struct out {
 /* A source of messages: a local publisher, or a remote one seen on the wire. */
 struct src {
 	struct session *session;
-	char *key;
+	char *key; /* a remote source's strings follow its struct */
 	size_t key_len;
 	char *publisher;
 	size_t publisher_len;
 	uint64_t instance;
 	int reliability;
-	bool local;
-	/* the route: I/O thread, under route_lock for a local source */
+	int nin; /* remote: receive channels open for it */
+	/* the route: I/O thread, under route_lock for a local source; outs is
+	 * out1 while one channel is enough */
 	struct out *outs;
 	int nouts, outs_cap;
+	struct out out1;
 	struct sink **subs;
 	int nsubs, subs_cap;
 	struct parked *parked;
 	/* remote: the highest sequence delivered (duplicates dropped) */
 	uint64_t last_seq;
 	bool seen;
-	/* local */
-	atomic_int waiters;
+	bool local;
+	bool releasing;         /* remote: none open; it goes once its queues drain */
+	bool parked_noted;      /* in the session's parked list */
+	atomic_bool has_parked; /* parked != NULL */
 	/* A publisher sends from its copy of the route (see begin): set before it
 	 * looks at gen, cleared when it is done. The I/O thread bumps gen before
 	 * it looks at inside, so one of the two sees the other. */
 	atomic_bool inside;
 	atomic_bool update_due; /* a change waits for the publisher */
 	atomic_uint gen;        /* bumped at every change of the route */
-	atomic_bool has_parked; /* parked != NULL */
+	atomic_int waiters;     /* local: publishers waiting for room */
 	_Atomic uint64_t messages, bytes, dropped, undelivered;
 	/* telemetry: a local publisher's time waiting for room or credit; a
 	 * remote source's messages never received, and the publish-to-delivery
@@ -97,10 +101,6 @@ struct src {
 	/* I/O thread: the list it is on (pubs or remote), and its place in
 	 * the session's indexes */
 	struct src *next, *prev;
-	uint64_t id_hash;  /* remote: of (publisher, instance) */
-	int nin;           /* remote: receive channels open for it */
-	bool releasing;    /* remote: none open; it goes once its queues drain */
-	bool parked_noted; /* in the session's parked list */
 };
 
 /*
@@ -196,7 +196,16 @@ push_out(struct src *s, struct outchan *oc, struct conn *c)
 {
 	if (s->nouts == s->outs_cap) {
 		int nc = s->outs_cap ? s->outs_cap * 2 : 1; /* most keys have one */
-		struct out *a = realloc(s->outs, (size_t)nc * sizeof(*a));
+		struct out *a;
+		if (nc == 1) {
+			a = &s->out1;
+		} else if (s->outs == &s->out1) {
+			if ((a = malloc((size_t)nc * sizeof(*a))) != NULL) {
+				a[0] = s->out1;
+			}
+		} else {
+			a = realloc(s->outs, (size_t)nc * sizeof(*a));
+		}
 		if (a == NULL) {
 			return false;
 		}
@@ -1178,13 +1187,18 @@ src_clear(struct src *src)
 		l->copy_subs = NULL;
 		l->refusal.reason = NULL;
 	}
-	free(src->outs);
+	if (src->outs != &src->out1) {
+		free(src->outs);
+	}
+	if (src->local) {
+		free(src->key);
+		free(src->publisher);
+	}
 	free(src->subs);
-	free(src->key);
-	free(src->publisher);
 	free(src->lat);
 	src->lat = NULL;
 	src->outs = NULL;
+	src->outs_cap = 0;
 	src->subs = NULL;
 	src->nouts = src->nsubs = 0;
 }
@@ -1206,6 +1220,14 @@ remote_eq(const void *val, const void *key)
 	       memcmp(src->publisher, p->p, p->len) == 0;
 }
 
+/* Its place in remote_ids (computed again, not kept: a router holds a
+ * remote source a key). */
+static uint64_t
+src_hash(const struct src *src)
+{
+	return remote_hash(src->publisher, src->publisher_len, src->instance);
+}
+
 static struct src *
 remote_find(struct session *s, const struct ctl_msg *m)
 {
@@ -1218,33 +1240,30 @@ remote_find(struct session *s, const struct ctl_msg *m)
 static struct src *
 remote_new(struct session *s, const struct ctl_msg *m)
 {
-	struct src *src = calloc(1, sizeof(*src));
+	const struct ctl_str *key = &m->u.open.key, *publisher = &m->u.open.publisher;
+	/* the strings after the struct: one allocation a key, not three */
+	struct src *src = calloc(1, sizeof(*src) + key->len + 1 + publisher->len + 1);
 
 	if (src == NULL) {
 		return NULL;
 	}
 	src->session = s;
-	src->key = strndup(m->u.open.key.p, m->u.open.key.len);
-	src->publisher = strndup(m->u.open.publisher.p, m->u.open.publisher.len);
-	if (src->key == NULL || src->publisher == NULL) {
-		free(src->key);
-		free(src->publisher);
-		free(src);
-		return NULL;
-	}
-	src->key_len = m->u.open.key.len;
-	src->publisher_len = m->u.open.publisher.len;
+	src->key = (char *)(src + 1);
+	memcpy(src->key, key->p, key->len);
+	src->key_len = key->len;
+	src->publisher = src->key + key->len + 1;
+	memcpy(src->publisher, publisher->p, publisher->len);
+	src->publisher_len = publisher->len;
 	src->instance = m->u.open.instance;
 	src->reliability =
 	    m->u.open.reliability == TERN_BEST_EFFORT ? TERN_BEST_EFFORT : TERN_RELIABLE;
-	src->id_hash = remote_hash(src->publisher, src->publisher_len, src->instance);
-	if (!hmap_put(&s->remote_ids, src->id_hash, src)) {
+	if (!hmap_put(&s->remote_ids, src_hash(src), src)) {
 		src_clear(src);
 		free(src);
 		return NULL;
 	}
 	if (ketree_add(&s->srcs, src->key, src->key_len, src) != 0) {
-		hmap_del(&s->remote_ids, src->id_hash, src);
+		hmap_del(&s->remote_ids, src_hash(src), src);
 		src_clear(src);
 		free(src);
 		return NULL;
@@ -1279,7 +1298,7 @@ static void
 remote_free(struct session *s, struct src *src)
 {
 	src_unlink(&s->remote, src);
-	hmap_del(&s->remote_ids, src->id_hash, src);
+	hmap_del(&s->remote_ids, src_hash(src), src);
 	ketree_remove(&s->srcs, src->key, src->key_len, src);
 	forget_parked(s, src);
 	src_clear(src);
