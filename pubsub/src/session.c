@@ -367,6 +367,24 @@ spread(struct session *s, const struct interest *i, bool declare, struct conn *e
 static void update_matching(struct session *s, const char *ke, size_t ke_len);
 static void note_parked(struct session *s, struct src *src);
 
+/*
+ * An interest's route moved to the next link that declared it. That link
+ * is now the way to it, so this node takes back its own declaration there
+ * (a link is told an interest only while it is not the route to it): two
+ * routers in a cycle that each declared it to the other would otherwise
+ * keep it through each other once its subscriber is gone, and go on
+ * drawing its messages.
+ */
+static void
+route_moved(struct interest *i)
+{
+	struct conn *first = i->from[0];
+
+	if (conn_state(first) == CONN_READY) {
+		send_sub(first, i, false);
+	}
+}
+
 /* ---- access control (acl.h): refusals sent and received ---- */
 
 /* Tell the peer its declaration is refused, and log it. */
@@ -560,16 +578,26 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
 	struct interest *i =
 	    route_find(&s->routes, m->u.sub.origin.p, m->u.sub.origin.len, m->u.sub.sub_id);
+	bool first;
 
-	if (i == NULL || i->local != NULL || !route_from_remove(i, c)) {
+	if (i == NULL || i->local != NULL) {
 		return 0;
 	}
-	if (i->nfrom == 0) {
+	first = i->nfrom > 0 && i->from[0] == c;
+	if (!route_from_remove(i, c)) {
+		return 0;
+	}
+	/* from its own node, it is closed: whatever other links declared it
+	 * led here, and it goes everywhere */
+	if (i->nfrom == 0 || strcmp(c->peer_id, i->origin) == 0) {
 		spread(s, i, false, c);
 		route_detach(&s->routes, i);
 		update_matching(s, i->keyexpr, i->ke_len);
 		route_free(i);
 		return 0;
+	}
+	if (first) {
+		route_moved(i);
 	}
 	update_matching(s, i->keyexpr, i->ke_len); /* its route may have moved */
 	return 0;
@@ -1406,12 +1434,15 @@ on_gone(void *arg, struct conn *c)
 	while (i != NULL) {
 		struct interest *next = i->next;
 		bool first = i->nfrom > 0 && i->from[0] == c;
-		if (route_from_remove(i, c) && i->nfrom == 0 && i->local == NULL) {
+		/* its node left on purpose: it is closed, as with its UNSUB */
+		bool closed = c->said_goodbye && strcmp(c->peer_id, i->origin) == 0;
+		if (route_from_remove(i, c) && (i->nfrom == 0 || closed) && i->local == NULL) {
 			spread(s, i, false, c);
 			route_remove(&s->routes, i);
 		} else if (first && i->nfrom > 0) {
 			/* its route moves to the next link that declared it; without
 			 * memory to note it, it moves when its sources next change */
+			route_moved(i);
 			push_ptr((void ***)&moved, &nmoved, &moved_cap, i);
 		}
 		i = next;
