@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -132,20 +133,72 @@ test_unsubscribe_in_triangle(void **state)
 	triangle_close(&t);
 }
 
+/*
+ * The subscriber's side of test_subscriber_leaves_triangle, in a process of
+ * its own (forked before any node exists): for each address read from in,
+ * a node connects there, subscribes to mesh/(all), receives one message,
+ * writes a byte on out, and at the next byte on in closes with its
+ * subscription still open. It ends with _exit, so the open subscription
+ * is not reported as a leak.
+ */
+static void
+subscriber_process(int in, int out)
+{
+	char bound[256], go = 1;
+	tern_node *s;
+	tern_sub *sub;
+	tern_msg m;
+
+	while (read(in, bound, sizeof(bound)) == (ssize_t)sizeof(bound)) {
+		s = open_node("mesh-sub", TERN_MODE_PEER);
+		if (tern_node_connect(s, bound) != 0 || tern_node_wait_peers(s, 1, WAIT_MS) != 0 ||
+		    tern_sub_open(&sub, s, "mesh/**", NULL, NULL) != 0 ||
+		    tern_sub_recv(sub, &m, WAIT_MS) != 0 || write(out, &go, 1) != 1 ||
+		    read(in, &go, 1) != 1) {
+			_exit(1);
+		}
+		tern_node_close(s); /* GOODBYE, the subscription open */
+		if (write(out, &go, 1) != 1) {
+			_exit(1);
+		}
+	}
+	_exit(0);
+}
+
 /* The subscriber's node leaves (GOODBYE) with its subscription open. */
 static void
 test_subscriber_leaves_triangle(void **state)
 {
 	struct triangle t;
-	tern_sub *sub;
+	int to[2], from[2], status;
+	char go = 1;
+	pid_t pid;
 
 	(void)state;
+	assert_int_equal(pipe(to), 0);
+	assert_int_equal(pipe(from), 0);
+	if ((pid = fork()) == 0) {
+		close(to[1]);
+		close(from[0]);
+		subscriber_process(to[0], from[1]);
+	}
+	close(to[0]);
+	close(from[1]);
 	triangle_open(&t);
 	for (int round = 0; round < ROUNDS; round++) {
-		tern_node *s = subscribe_on_r2(&t, &sub, round);
-		tern_node_close(s);
+		assert_int_equal(write(to[1], t.bound[2], sizeof(t.bound[2])),
+		                 (ssize_t)sizeof(t.bound[2]));
+		assert_int_equal(wait_matched(t.pub, 1), 1);
+		assert_int_equal(tern_publish(t.pub, &round, sizeof(round)), 0);
+		assert_int_equal(read(from[0], &go, 1), 1); /* it has the message */
+		assert_int_equal(write(to[1], &go, 1), 1);
+		assert_int_equal(read(from[0], &go, 1), 1); /* its node has closed */
 		assert_int_equal(wait_matched(t.pub, 0), 0);
 	}
+	close(to[1]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(from[0]);
 	triangle_close(&t);
 }
 
