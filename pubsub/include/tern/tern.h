@@ -170,7 +170,9 @@ int tern_node_connect(tern_node *node, const char *endpoint);
 int tern_node_wait_peers(tern_node *node, int n, int timeout_ms);
 
 /* Close the node: flush what is queued (bounded by publish_timeout_ms), say
- * goodbye to each peer, stop the I/O thread, free everything. */
+ * goodbye to each peer, stop the I/O thread, free what the node holds.
+ * Close its publishers and subscriptions first: one still open is not
+ * freed, and its handle must not be used once the node is closed. */
 void tern_node_close(tern_node *node);
 
 /* The node's id, valid until close. */
