@@ -3,11 +3,12 @@
  * random expressions stored, random keys and expressions asked, and each
  * visit must reach exactly the stored values that tern__keyexpr_intersect
  * says meet the query ('*', '**' and the '@' rule included), each once.
- * Also the hash index under it, and that removing everything leaves an
- * empty tree.
+ * Also the hash index under it, a key's values held in its node and then
+ * in an array, and that removing everything leaves an empty tree.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -149,6 +150,63 @@ test_many_keys(void **state)
 	assert_null(t.root);
 }
 
+/* The values under one key, in any order, as ketree_find sees them. */
+static void
+expect_vals(struct ketree *t, const char *key, int *const *want, uint32_t n)
+{
+	const struct ketree_node *nd = ketree_find(t, key, strlen(key));
+
+	if (n == 0) {
+		assert_true(nd == NULL || nd->nvals == 0);
+		return;
+	}
+	assert_non_null(nd);
+	assert_int_equal(nd->nvals, n);
+	for (uint32_t i = 0; i < n; i++) {
+		bool found = false;
+		for (uint32_t j = 0; j < nd->nvals; j++) {
+			found = found || ketree_vals(nd)[j] == want[i];
+		}
+		assert_true(found);
+	}
+}
+
+/* One value is held in the node, more in an array: through 1, 2, 3 values
+ * and back, in both directions, each step seen by ketree_find. */
+static void
+test_values_of_one_key(void **state)
+{
+	struct ketree t = {0};
+	int a, b, c;
+	int *one[] = {&a}, *two[] = {&a, &b}, *three[] = {&a, &b, &c}, *ac[] = {&a, &c},
+	    *cc[] = {&c};
+
+	(void)state;
+	assert_int_equal(ketree_add(&t, "x/y", 3, &a), 0);
+	expect_vals(&t, "x/y", one, 1);
+	assert_int_equal(ketree_add(&t, "x/y", 3, &b), 0);
+	expect_vals(&t, "x/y", two, 2);
+	assert_int_equal(ketree_add(&t, "x/y", 3, &c), 0);
+	expect_vals(&t, "x/y", three, 3);
+	assert_true(ketree_remove(&t, "x/y", 3, &b));
+	expect_vals(&t, "x/y", ac, 2);
+	assert_false(ketree_remove(&t, "x/y", 3, &b));
+	assert_true(ketree_remove(&t, "x/y", 3, &a));
+	expect_vals(&t, "x/y", cc, 1);
+	assert_int_equal(ketree_add(&t, "x/y", 3, &a), 0);
+	expect_vals(&t, "x/y", ac, 2);
+	assert_true(ketree_remove(&t, "x/y", 3, &a));
+	assert_true(ketree_remove(&t, "x/y", 3, &c));
+	expect_vals(&t, "x/y", NULL, 0);
+	assert_null(t.root);
+	/* from none straight to one again, held in the node */
+	assert_int_equal(ketree_add(&t, "x/y", 3, &b), 0);
+	expect_vals(&t, "x/y", two + 1, 1);
+	assert_true(ketree_remove(&t, "x/y", 3, &b));
+	assert_null(t.root);
+	ketree_free(&t);
+}
+
 static bool
 u64_eq(const void *val, const void *key)
 {
@@ -200,6 +258,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_differential),
 	    cmocka_unit_test(test_many_keys),
+	    cmocka_unit_test(test_values_of_one_key),
 	    cmocka_unit_test(test_hmap),
 	};
 	return cmocka_run_group_tests_name("ketree", tests, NULL, NULL);
