@@ -19,12 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tern/tern.h"
+
+#include "child.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZER_MALLOC 1
@@ -179,13 +180,13 @@ router_process(int in, int out)
 }
 
 static long
-ask_live(int to, int from)
+ask_live(struct child *router)
 {
 	char cmd = 'l';
 	long now = -1;
 
-	assert_int_equal(write(to, &cmd, 1), 1);
-	assert_int_equal(read(from, &now, sizeof(now)), (ssize_t)sizeof(now));
+	assert_int_equal(write(router->to, &cmd, 1), 1);
+	assert_int_equal(read(router->from, &now, sizeof(now)), (ssize_t)sizeof(now));
 	return now;
 }
 #endif
@@ -199,26 +200,16 @@ static void
 test_router_key_cost(void **state)
 {
 #ifndef SANITIZER_MALLOC
-	int to[2], from[2];
+	struct child router;
 	char bound[256], key[32];
-	pid_t pid;
 	tern_pub **pubs = calloc(KEYS, sizeof(*pubs)), *probe;
 	tern_sub *sub;
 	tern_msg m;
 	long base, after;
-	int status;
 
 	(void)state;
-	assert_int_equal(pipe(to), 0);
-	assert_int_equal(pipe(from), 0);
-	if ((pid = fork()) == 0) {
-		close(to[1]);
-		close(from[0]);
-		router_process(to[0], from[1]);
-	}
-	close(to[0]);
-	close(from[1]);
-	assert_int_equal(read(from[0], bound, sizeof(bound)), (ssize_t)sizeof(bound));
+	child_start(&router, router_process);
+	assert_int_equal(read(router.from, bound, sizeof(bound)), (ssize_t)sizeof(bound));
 	tern_node *s = open_node("keymem-sub"), *p = open_node("keymem-pub");
 	assert_int_equal(tern_node_connect(s, bound), 0);
 	assert_int_equal(tern_node_connect(p, bound), 0);
@@ -232,7 +223,7 @@ test_router_key_cost(void **state)
 	}
 	assert_true(tern_pub_matched(probe) > 0);
 	usleep(200000);
-	base = ask_live(to[1], from[0]);
+	base = ask_live(&router);
 	for (long i = 0; i < KEYS; i++) {
 		snprintf(key, sizeof(key), "k/%ld", i);
 		assert_int_equal(tern_pub_open(&pubs[i], p, key, -1), 0);
@@ -241,14 +232,11 @@ test_router_key_cost(void **state)
 	 * has come through, it has opened a channel onward for every key */
 	assert_int_equal(tern_publish(probe, "x", 1), 0);
 	assert_int_equal(tern_sub_recv(sub, &m, 60000), 0);
-	after = ask_live(to[1], from[0]);
+	after = ask_live(&router);
 	print_message("router: live bytes %ld before %d idle keys, %ld after: %ld a key\n", base,
 	              KEYS, after, (after - base) / KEYS);
 	assert_true((after - base) / KEYS <= ROUTER_KEY_MAX);
-	close(to[1]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	close(from[0]);
+	child_end(&router);
 	for (long i = 0; i < KEYS; i++) {
 		assert_int_equal(tern_pub_close(pubs[i]), 0);
 	}

@@ -367,22 +367,46 @@ spread(struct session *s, const struct interest *i, bool declare, struct conn *e
 static void update_matching(struct session *s, const char *ke, size_t ke_len);
 static void note_parked(struct session *s, struct src *src);
 
-/*
- * An interest's route moved to the next link that declared it. That link
- * is now the way to it, so this node takes back its own declaration there
- * (a link is told an interest only while it is not the route to it): two
- * routers in a cycle that each declared it to the other would otherwise
- * keep it through each other once its subscriber is gone, and go on
- * drawing its messages.
- */
-static void
-route_moved(struct interest *i)
-{
-	struct conn *first = i->from[0];
+enum dropped { DROP_NONE, DROP_KEPT, DROP_MOVED, DROP_GONE };
 
-	if (conn_state(first) == CONN_READY) {
-		send_sub(first, i, false);
+/*
+ * Link c no longer declares interest i: its UNSUB, or c is gone. closed:
+ * i's own node closed it (its UNSUB, or its GOODBYE). DROP_NONE: c did not
+ * declare it. DROP_GONE: no link leads to it any more, or it is closed; the
+ * UNSUB went on to the other links and i is unlinked, for the caller to
+ * free. DROP_MOVED: its route moved to the next link that declared it.
+ * That link is now the way to it, so this node takes back its own
+ * declaration there (a link is told an interest only while it is not the
+ * route to it): two routers in a cycle that each declared it to the other
+ * would otherwise keep it through each other once its subscriber is gone.
+ */
+static enum dropped
+drop_link(struct session *s, struct interest *i, struct conn *c, bool closed)
+{
+	bool first = i->nfrom > 0 && i->from[0] == c;
+
+	if (i->local != NULL || !route_from_remove(i, c)) {
+		return DROP_NONE;
 	}
+	if (i->nfrom == 0 || closed) {
+		spread(s, i, false, c);
+		route_detach(&s->routes, i);
+		return DROP_GONE;
+	}
+	if (!first) {
+		return DROP_KEPT;
+	}
+	if (conn_state(i->from[0]) == CONN_READY) {
+		send_sub(i->from[0], i, false);
+	}
+	return DROP_MOVED;
+}
+
+/* Did i's own node send this on c? */
+static bool
+from_origin(const struct conn *c, const struct interest *i)
+{
+	return strcmp(c->peer_id, i->origin) == 0;
 }
 
 /* ---- access control (acl.h): refusals sent and received ---- */
@@ -578,28 +602,17 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
 	struct interest *i =
 	    route_find(&s->routes, m->u.sub.origin.p, m->u.sub.origin.len, m->u.sub.sub_id);
-	bool first;
+	enum dropped d;
 
-	if (i == NULL || i->local != NULL) {
-		return 0;
-	}
-	first = i->nfrom > 0 && i->from[0] == c;
-	if (!route_from_remove(i, c)) {
-		return 0;
-	}
 	/* from its own node, it is closed: whatever other links declared it
 	 * led here, and it goes everywhere */
-	if (i->nfrom == 0 || strcmp(c->peer_id, i->origin) == 0) {
-		spread(s, i, false, c);
-		route_detach(&s->routes, i);
-		update_matching(s, i->keyexpr, i->ke_len);
-		route_free(i);
+	if (i == NULL || (d = drop_link(s, i, c, from_origin(c, i))) == DROP_NONE) {
 		return 0;
 	}
-	if (first) {
-		route_moved(i);
-	}
 	update_matching(s, i->keyexpr, i->ke_len); /* its route may have moved */
+	if (d == DROP_GONE) {
+		route_free(i);
+	}
 	return 0;
 }
 
@@ -1206,7 +1219,7 @@ src_clear(struct src *src)
 		}
 		conn_close_outchan(src->outs[k].conn, src->outs[k].oc, true);
 	}
-	if (src->local) {
+	if (src->local) { /* a remote source's strings are part of it */
 		struct local_src *l = local_of(src);
 		free(l->copy);
 		free(l->copy_subs);
@@ -1214,13 +1227,11 @@ src_clear(struct src *src)
 		l->copy = NULL;
 		l->copy_subs = NULL;
 		l->refusal.reason = NULL;
+		free(src->key);
+		free(src->publisher);
 	}
 	if (src->outs != &src->out1) {
 		free(src->outs);
-	}
-	if (src->local) {
-		free(src->key);
-		free(src->publisher);
 	}
 	free(src->subs);
 	free(src->lat);
@@ -1433,16 +1444,13 @@ on_gone(void *arg, struct conn *c)
 
 	while (i != NULL) {
 		struct interest *next = i->next;
-		bool first = i->nfrom > 0 && i->from[0] == c;
 		/* its node left on purpose: it is closed, as with its UNSUB */
-		bool closed = c->said_goodbye && strcmp(c->peer_id, i->origin) == 0;
-		if (route_from_remove(i, c) && (i->nfrom == 0 || closed) && i->local == NULL) {
-			spread(s, i, false, c);
-			route_remove(&s->routes, i);
-		} else if (first && i->nfrom > 0) {
-			/* its route moves to the next link that declared it; without
-			 * memory to note it, it moves when its sources next change */
-			route_moved(i);
+		enum dropped d = drop_link(s, i, c, c->said_goodbye && from_origin(c, i));
+		if (d == DROP_GONE) {
+			route_free(i);
+		} else if (d == DROP_MOVED) {
+			/* without memory to note it, it moves when its sources next
+			 * change */
 			push_ptr((void ***)&moved, &nmoved, &moved_cap, i);
 		}
 		i = next;

@@ -21,12 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tern/tern.h"
+
+#include "../child.h"
 
 #define WAIT_MS 30000
 #define ROUNDS  6
@@ -170,35 +171,23 @@ static void
 test_subscriber_leaves_triangle(void **state)
 {
 	struct triangle t;
-	int to[2], from[2], status;
+	struct child sub;
 	char go = 1;
-	pid_t pid;
 
 	(void)state;
-	assert_int_equal(pipe(to), 0);
-	assert_int_equal(pipe(from), 0);
-	if ((pid = fork()) == 0) {
-		close(to[1]);
-		close(from[0]);
-		subscriber_process(to[0], from[1]);
-	}
-	close(to[0]);
-	close(from[1]);
+	child_start(&sub, subscriber_process);
 	triangle_open(&t);
 	for (int round = 0; round < ROUNDS; round++) {
-		assert_int_equal(write(to[1], t.bound[2], sizeof(t.bound[2])),
+		assert_int_equal(write(sub.to, t.bound[2], sizeof(t.bound[2])),
 		                 (ssize_t)sizeof(t.bound[2]));
 		assert_int_equal(wait_matched(t.pub, 1), 1);
 		assert_int_equal(tern_publish(t.pub, &round, sizeof(round)), 0);
-		assert_int_equal(read(from[0], &go, 1), 1); /* it has the message */
-		assert_int_equal(write(to[1], &go, 1), 1);
-		assert_int_equal(read(from[0], &go, 1), 1); /* its node has closed */
+		assert_int_equal(read(sub.from, &go, 1), 1); /* it has the message */
+		assert_int_equal(write(sub.to, &go, 1), 1);
+		assert_int_equal(read(sub.from, &go, 1), 1); /* its node has closed */
 		assert_int_equal(wait_matched(t.pub, 0), 0);
 	}
-	close(to[1]);
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	close(from[0]);
+	child_end(&sub);
 	triangle_close(&t);
 }
 
