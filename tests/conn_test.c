@@ -4,12 +4,14 @@
  * I/O thread's timers do when a connection is created, or hears from its
  * peer, after they read the clock. Such an elapsed time is no time at all,
  * never 584 years. Also the keepalives the timers send (gathered within a
- * slack, left out while the peer pings) and the loop's work stack.
+ * slack, left out while the peer pings), the loop's work stack, and
+ * channel ids coming back after a long life.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -17,7 +19,10 @@
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "conn.h"
+#include "outchan.h"
+#include "wire.h"
 
 static void
 on_ready(void *arg, struct conn *c)
@@ -197,6 +202,88 @@ test_work_listed_once_until_taken(void **state)
 	f->env.work = NULL;
 }
 
+static void
+no_wake(void *arg)
+{
+	(void)arg;
+}
+
+static void
+no_queued(void *owner, struct outchan *oc, size_t len, bool before)
+{
+	(void)owner;
+	(void)oc;
+	(void)len;
+	(void)before;
+}
+
+static const struct outchan_ops chan_ops = {.wake = no_wake, .queued = no_queued};
+
+/* The peer's PONG, as read from the socket: it answers every PING written
+ * so far, so what was closed before them may be named again. */
+static void
+peer_pongs(struct fixture *f)
+{
+	struct ctl_msg m = {.type = CTL_PONG};
+	struct wire_frame h = {.type = WIRE_CONTROL};
+	uint8_t body[CTL_MSG_MAX], frame[CTL_MSG_MAX + WIRE_HDR_MAX];
+	size_t n;
+
+	m.u.token = clock_us();
+	m.u.time_us = clock_wall_us();
+	h.len = (uint64_t)ctl_encode(&m, body, sizeof(body));
+	n = wire_header_encode(frame, &h);
+	memcpy(frame + n, body, h.len);
+	assert_int_equal(write(f->peer, frame, n + h.len), (ssize_t)(n + h.len));
+	conn_on_event(f->c, EPOLLIN);
+	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
+}
+
+/*
+ * A connection that outlives 2^20 channels names its next channel with an
+ * id a peer accepts (1 to 2^20), and never with one it closed after the
+ * last PING its peer answered: until then a CREDIT or DENY for the old
+ * channel may still be on its way, and would land on the new one.
+ */
+static void
+test_channel_ids_come_back(void **state)
+{
+	struct fixture *f = *state;
+	struct ctl_msg open = {.type = CTL_OPEN};
+	const uint32_t total = WIRE_CHANNEL_MAX + 4096;
+	/* per id: 1 + the round of the peer's answers it was closed in */
+	uint32_t *closed = calloc(WIRE_CHANNEL_MAX + 1, sizeof(*closed));
+	uint32_t round = 1, reused = 0;
+
+	assert_non_null(closed);
+	open.u.open.publisher.p = "n/1";
+	open.u.open.publisher.len = 3;
+	open.u.open.key.p = "k";
+	open.u.open.key.len = 1;
+	make_ready(f);
+	f->c->got_preamble = true;
+	for (uint32_t i = 0; i < total; i++) {
+		struct outchan *oc = conn_open_outchan(f->c, &open, true, &chan_ops, NULL);
+		uint32_t id;
+
+		assert_non_null(oc);
+		id = oc->id;
+		assert_true(id >= 1 && id <= WIRE_CHANNEL_MAX);
+		/* closed in an earlier round of answers, or never */
+		assert_true(closed[id] < round);
+		reused += closed[id] != 0;
+		conn_close_outchan(f->c, oc, true);
+		closed[id] = round;
+		f->c->out_len = 0; /* what it wrote does not matter here */
+		if (i % 1000 == 999) {
+			peer_pongs(f);
+			round++;
+		}
+	}
+	assert_true(reused >= 4096);
+	free(closed);
+}
+
 int
 main(void)
 {
@@ -208,6 +295,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_ping_due_within_slack_goes_now, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pings_left_out_while_peer_pings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_work_listed_once_until_taken, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_channel_ids_come_back, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

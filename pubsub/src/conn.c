@@ -104,7 +104,7 @@ conn_new(const struct conn_env *env, int fd, bool outbound, bool connecting, con
 	c->out_cap = OUT_INITIAL;
 	c->outbound = outbound;
 	atomic_init(&c->state, connecting ? CONN_CONNECTING : CONN_HANDSHAKE);
-	c->next_chan = 1;
+	chanid_init(&c->out_ids, WIRE_CHANNEL_MAX);
 	c->low_latency = cfg->low_latency;
 	c->batch_max = cfg->batch_max_bytes;
 	c->created_ms = c->last_rx_ms = c->last_ping_ms = clock_ms();
@@ -889,7 +889,7 @@ conn_free(struct conn *c)
 	}
 	free(c->outv);
 	free(c->blockedv);
-	idtab_free(&c->out_ids);
+	chanid_free(&c->out_ids);
 	for (uint32_t i = 0; i < c->ins.cap; i++) {
 		inchan_free(conn_inchan(c, i), &c->reasm_budget);
 	}
@@ -985,17 +985,17 @@ conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
 		c->outv = v;
 		c->out_cap_v = cap;
 	}
-	p.id = c->next_chan;
 	if (outchan_new(&oc, &p) != 0) {
 		pthread_mutex_unlock(&c->wlock);
 		return NULL;
 	}
-	if (idtab_put(&c->out_ids, oc->id, oc) != 0) {
+	if (chanid_take(&c->out_ids, oc, &oc->id) != 0) {
 		pthread_mutex_unlock(&c->wlock);
+		log_line(c->env->log, TERN_LOG_WARN, "no channel to %s for '%s': %s", c->peer_id,
+		         oc->label, tern_last_error());
 		outchan_free(oc);
 		return NULL;
 	}
-	c->next_chan++;
 	m.u.open.channel = oc->id;
 	send_ctl_locked(c, &m);
 	oc->slot = c->nout;
@@ -1020,7 +1020,6 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 			c->out_cap_v /= 2;
 		}
 	}
-	idtab_del(&c->out_ids, oc->id);
 	take_ready(c); /* then a listed channel is on the list, not on ready */
 	if (oc->on_act) {
 		act_unlink(c, oc);
@@ -1042,6 +1041,14 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 		m.u.credit.channel = oc->id;
 		send_ctl_locked(c, &m);
 	}
+	/* the time after the CLOSE was queued: a PING queued later follows it */
+	chanid_close(&c->out_ids, oc->id, clock_us());
+	if (c->out_ids.nheld >= CHANID_HELD_PING && c->settle_ping_us == 0 &&
+	    conn_state(c) == CONN_READY) {
+		struct ctl_msg ping = {.type = CTL_PING};
+		ping.u.token = c->settle_ping_us = clock_us();
+		send_ctl_locked(c, &ping);
+	}
 	pthread_mutex_unlock(&c->wlock);
 	outchan_free(oc);
 }
@@ -1049,7 +1056,7 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 static struct outchan *
 outchan_by_id(struct conn *c, uint64_t id)
 {
-	return idtab_get(&c->out_ids, id);
+	return chanid_get(&c->out_ids, id);
 }
 
 int
@@ -1376,6 +1383,10 @@ on_pong(struct conn *c, uint64_t token, uint64_t time_us)
 
 	if (token > now) {
 		return; /* not a token of ours */
+	}
+	chanid_settle(&c->out_ids, token);
+	if (token >= c->settle_ping_us) {
+		c->settle_ping_us = 0;
 	}
 	note_offset(c, token, now, time_us);
 	/* the smallest sample: a PING waits behind the data queued ahead of it,

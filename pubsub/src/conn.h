@@ -36,6 +36,7 @@
 
 #include "tern/tern.h"
 
+#include "chanid.h"
 #include "control.h"
 #include "endpoint.h"
 #include "idtab.h"
@@ -129,7 +130,9 @@ struct conn {
 
 	struct outchan **outv; /* under wlock */
 	int nout, out_cap_v;
-	struct idtab out_ids; /* I/O thread: the send channels by id */
+	struct chanid out_ids; /* I/O thread: the send channels by id */
+	/* I/O thread: the token of a PING sent for ids held back (0: none out) */
+	uint64_t settle_ping_us;
 	/* The send channels with data to write (under wlock, plus `ready`,
 	 * where producers list channels newly), and those that keep written
 	 * frames until the peer acknowledges them (under wlock): a flush and
@@ -140,7 +143,6 @@ struct conn {
 	struct outchan *kept_head;
 	struct outchan **blockedv; /* under wlock: channels that want a BLOCKED report */
 	int nblocked, blocked_cap;
-	uint32_t next_chan;
 	struct idtab ins;      /* receive channels by id */
 	struct inchan **dirty; /* channels to acknowledge after this read */
 	uint32_t ndirty, dirty_cap;
