@@ -8,7 +8,10 @@
  *    other). Several rounds, as which router hears a declaration first
  *    varies from run to run;
  *  - the same when the subscriber's node leaves with its subscription
- *    open.
+ *    open;
+ *  - a subscriber's node connected to two routers, which one of them
+ *    heard of first through the other: when it leaves, that router stops
+ *    sending toward the other router what only the subscriber wanted.
  *
  * Nodes live in this process and talk over 127.0.0.1. Every wait is
  * bounded and fails rather than hangs; bounds are generous, never timing
@@ -16,6 +19,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -191,12 +195,125 @@ test_subscriber_leaves_triangle(void **state)
 	triangle_close(&t);
 }
 
+/*
+ * The multi-homed subscriber of test_multihomed_subscriber_leaves, in a
+ * process of its own: it connects to the first address read from in,
+ * subscribes to mesh/(all), tells out; connects to the second address,
+ * tells out; and at the next byte on in closes with its subscription open.
+ */
+static void
+multihomed_process(int in, int out)
+{
+	char first[256], second[256], go = 1;
+	tern_node *s = open_node("mesh-sub", TERN_MODE_PEER);
+	tern_sub *sub;
+
+	if (read(in, first, sizeof(first)) != (ssize_t)sizeof(first) ||
+	    read(in, second, sizeof(second)) != (ssize_t)sizeof(second) ||
+	    tern_node_connect(s, first) != 0 || tern_node_wait_peers(s, 1, WAIT_MS) != 0 ||
+	    tern_sub_open(&sub, s, "mesh/**", NULL, NULL) != 0 || write(out, &go, 1) != 1 ||
+	    read(in, &go, 1) != 1 || tern_node_connect(s, second) != 0 ||
+	    tern_node_wait_peers(s, 2, WAIT_MS) != 0 || write(out, &go, 1) != 1 ||
+	    read(in, &go, 1) != 1) {
+		_exit(1);
+	}
+	tern_node_close(s); /* GOODBYE to both, the subscription open */
+	if (write(out, &go, 1) != 1) {
+		_exit(1);
+	}
+	while (read(in, &go, 1) == 1) {
+	}
+	_exit(0);
+}
+
+/* Does node n send mesh/x toward the peer named `peer`? */
+static bool
+sends_toward(tern_node *n, const char *peer)
+{
+	char json[8192], at[64];
+	const char *conn, *end;
+
+	tern_node_stats_json(n, json, sizeof(json));
+	snprintf(at, sizeof(at), "\"peer\":\"%s\"", peer);
+	if ((conn = strstr(json, at)) == NULL || (conn = strstr(conn, "\"channels\":[")) == NULL ||
+	    (end = strchr(conn, ']')) == NULL) {
+		return false;
+	}
+	const char *key = strstr(conn, "\"key\":\"mesh/x\"");
+	return key != NULL && key < end;
+}
+
+/*
+ * r0 and r1 connected; the publisher's node and a local subscriber on r0,
+ * which keeps the publisher sending there. The subscriber's node joins r1
+ * (r0 hears of its subscription through r1, and routes mesh/x there), then
+ * r0 directly, then leaves. Whichever of its GOODBYE and r1's UNSUB reaches
+ * r0 first, r0 stops sending mesh/x to r1. Before the fix, its GOODBYE
+ * first left the route toward r1 in place.
+ */
+static void
+test_multihomed_subscriber_leaves(void **state)
+{
+	struct child sub;
+	tern_node *r[2], *p;
+	char bound[2][256], go = 1;
+	tern_pub *pub;
+	tern_sub *local;
+	tern_msg m;
+
+	(void)state;
+	for (int round = 0; round < ROUNDS; round++) {
+		child_start(&sub, multihomed_process);
+		r[0] = open_node("mesh-r0", TERN_MODE_ROUTER);
+		r[1] = open_node("mesh-r1", TERN_MODE_ROUTER);
+		for (int i = 0; i < 2; i++) {
+			assert_int_equal(tern_node_listen(r[i], "tcp://127.0.0.1:0", bound[i], 256),
+			                 0);
+		}
+		assert_int_equal(tern_node_connect(r[0], bound[1]), 0);
+		assert_int_equal(tern_node_wait_peers(r[0], 1, WAIT_MS), 0);
+		p = open_node("mesh-pub", TERN_MODE_PEER);
+		assert_int_equal(tern_node_connect(p, bound[0]), 0);
+		assert_int_equal(tern_node_wait_peers(p, 1, WAIT_MS), 0);
+		assert_int_equal(tern_pub_open(&pub, p, "mesh/x", TERN_RELIABLE), 0);
+		assert_int_equal(tern_sub_open(&local, r[0], "mesh/**", NULL, NULL), 0);
+		assert_int_equal(wait_matched(pub, 1), 1);
+		assert_int_equal(write(sub.to, bound[1], 256), 256);
+		assert_int_equal(write(sub.to, bound[0], 256), 256);
+		assert_int_equal(read(sub.from, &go, 1), 1); /* subscribed through r1 */
+		for (int w = 0; w < WAIT_MS && !sends_toward(r[0], "mesh-r1"); w++) {
+			usleep(1000);
+		}
+		assert_true(sends_toward(r[0], "mesh-r1"));
+		assert_int_equal(write(sub.to, &go, 1), 1);
+		assert_int_equal(read(sub.from, &go, 1), 1); /* connected to r0 too */
+		/* r0 has read its SYNC, after its SUB */
+		assert_int_equal(tern_node_wait_peers(r[0], 3, WAIT_MS), 0);
+		assert_int_equal(write(sub.to, &go, 1), 1);
+		assert_int_equal(read(sub.from, &go, 1), 1); /* it has left */
+		for (int w = 0; w < WAIT_MS && sends_toward(r[0], "mesh-r1"); w++) {
+			usleep(1000);
+		}
+		assert_false(sends_toward(r[0], "mesh-r1"));
+		/* the local subscriber still gets what is published */
+		assert_int_equal(tern_publish(pub, &round, sizeof(round)), 0);
+		assert_int_equal(tern_sub_recv(local, &m, WAIT_MS), 0);
+		child_end(&sub);
+		tern_sub_close(local);
+		assert_int_equal(tern_pub_close(pub), 0);
+		tern_node_close(p);
+		tern_node_close(r[1]);
+		tern_node_close(r[0]);
+	}
+}
+
 int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_unsubscribe_in_triangle),
 	    cmocka_unit_test(test_subscriber_leaves_triangle),
+	    cmocka_unit_test(test_multihomed_subscriber_leaves),
 	};
 
 	if (argc > 1) {
