@@ -4,8 +4,8 @@
  * I/O thread's timers do when a connection is created, or hears from its
  * peer, after they read the clock. Such an elapsed time is no time at all,
  * never 584 years. Also the keepalives the timers send (gathered within a
- * slack, left out while the peer pings), the loop's work stack, and
- * channel ids coming back after a long life.
+ * slack, left out while the peer pings), the loop's work stack, channel
+ * ids coming back after a long life, and a burst's buffer given back.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -202,6 +202,35 @@ test_work_listed_once_until_taken(void **state)
 	f->env.work = NULL;
 }
 
+/* A burst of control messages grew conn->out: after a second in which the
+ * writes fit a quarter of it, the timers give it back. */
+static void
+test_idle_connection_gives_back_out(void **state)
+{
+	struct fixture *f = *state;
+	struct ctl_msg ping = {.type = CTL_PING};
+	size_t first = f->c->out_cap;
+	uint64_t t = f->c->last_rx_ms;
+
+	make_ready(f);
+	for (int i = 0; i < 4000; i++) {
+		ping.u.token = (uint64_t)i;
+		conn_send_ctl(f->c, &ping);
+	}
+	assert_true(f->c->out_cap > first);
+	f->c->out_len = 0; /* written */
+	f->c->last_ping_ms = f->c->peer_ping_ms = t;
+	conn_timers(f->c, t, 0);
+	assert_true(f->c->out_cap > first); /* just used */
+	f->c->last_rx_ms = t + 999;
+	conn_timers(f->c, t + 999, 0);
+	assert_true(f->c->out_cap > first);
+	f->c->last_rx_ms = t + 2000;
+	conn_timers(f->c, t + 2000, 0);
+	assert_int_equal(f->c->out_cap, first);
+	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
+}
+
 static void
 no_wake(void *arg)
 {
@@ -296,6 +325,7 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_pings_left_out_while_peer_pings, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_work_listed_once_until_taken, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_channel_ids_come_back, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_idle_connection_gives_back_out, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,7 +94,7 @@ chanid_settle(struct chanid *t, uint64_t ping_us)
 	}
 	if (t->nheld == 0) {
 		t->head = 0;
-		if (t->cap > HELD_MIN * 64) {
+		if (t->cap > HELD_MIN) {
 			/* a burst of closes is over: give the memory back */
 			free(t->held);
 			t->held = NULL;

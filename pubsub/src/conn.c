@@ -24,8 +24,9 @@
 
 #define OUT_INITIAL  4096
 #define READ_INITIAL 16384 /* grows to rmax for connections that carry traffic */
-/* Lists of channels longer than this are given back after a burst. */
-#define LIST_KEEP 1024
+/* Lists of channels longer than their first size are given back after a
+ * burst: what an idle connection holds does not depend on its past. */
+#define LIST_KEEP 16
 /* How long a grown buffer must go unused before it is given back. */
 #define SHRINK_AFTER_MS 1000
 #define IOV_BATCH       256
@@ -126,6 +127,9 @@ out_reserve(struct conn *c, size_t more)
 {
 	size_t cap = c->out_cap;
 
+	if (c->out_len + more > c->out_peak) {
+		c->out_peak = c->out_len + more;
+	}
 	if (c->out_len + more <= cap) {
 		return true;
 	}
@@ -1797,17 +1801,42 @@ conn_reap_failed_write(struct conn *c)
 }
 
 /*
- * A read buffer or a list grown for a burst goes back to its first size
- * once, for SHRINK_AFTER_MS, the reads have fit a quarter of the buffer
- * and the lists a quarter of theirs: an idle connection holds little, and a
+ * A read buffer, conn->out or a list grown for a burst goes back to its
+ * first size once, for SHRINK_AFTER_MS, the reads and writes have fit a
+ * quarter of the buffer and the lists a quarter of theirs: an idle connection holds little, and a
  * busy one does not give memory back between two bursts only to take it
  * again (an allocation on the path of every message).
  */
+static void
+shrink_out_idle(struct conn *c, uint64_t now)
+{
+	uint8_t *p;
+
+	pthread_mutex_lock(&c->wlock);
+	if (c->out_peak >= c->out_cap / 4 || c->nblocked > 0) {
+		c->obig_ms = now;
+	} else if (clock_since(now, c->obig_ms) >= SHRINK_AFTER_MS) {
+		if (c->out_cap > OUT_INITIAL && c->out_len <= OUT_INITIAL &&
+		    (p = realloc(c->out, OUT_INITIAL)) != NULL) {
+			c->out = p;
+			c->out_cap = OUT_INITIAL;
+		}
+		if (c->blocked_cap > LIST_KEEP) {
+			free(c->blockedv);
+			c->blockedv = NULL;
+			c->blocked_cap = 0;
+		}
+	}
+	c->out_peak = c->out_len;
+	pthread_mutex_unlock(&c->wlock);
+}
+
 static void
 shrink_buffers(struct conn *c, uint64_t now)
 {
 	uint8_t *p;
 
+	shrink_out_idle(c, now);
 	if (c->rpeak >= c->rcap / 4) {
 		c->rbig_ms = now;
 	} else if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL &&

@@ -115,6 +115,8 @@ struct conn {
 	pthread_mutex_t wlock;
 	uint8_t *out;
 	size_t out_len, out_cap;
+	size_t out_peak;  /* the most conn->out held since the timers looked */
+	uint64_t obig_ms; /* when they last saw it hold a quarter of out_cap */
 	bool epollout;
 	atomic_bool choked; /* the socket took less than offered: wait for EPOLLOUT */
 	atomic_int dead;    /* set first when the connection fails */
