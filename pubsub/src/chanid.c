@@ -41,7 +41,7 @@ chanid_take(struct chanid *t, void *p, uint32_t *id)
 			continue;
 		}
 		if (idtab_put(&t->tab, probe, p) != 0) {
-			return TERN_ENOMEM;
+			return tern__error(TERN_ENOMEM, "out of memory");
 		}
 		*id = probe;
 		t->next = probe == t->max ? 1 : probe + 1;

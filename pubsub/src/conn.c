@@ -984,6 +984,7 @@ conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
 		struct outchan **v = realloc(c->outv, (size_t)cap * sizeof(*v));
 		if (v == NULL) {
 			pthread_mutex_unlock(&c->wlock);
+			tern__error(TERN_ENOMEM, "out of memory");
 			return NULL;
 		}
 		c->outv = v;
@@ -991,13 +992,12 @@ conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
 	}
 	if (outchan_new(&oc, &p) != 0) {
 		pthread_mutex_unlock(&c->wlock);
+		tern__error(TERN_ENOMEM, "out of memory");
 		return NULL;
 	}
 	if (chanid_take(&c->out_ids, oc, &oc->id) != 0) {
 		pthread_mutex_unlock(&c->wlock);
-		log_line(c->env->log, TERN_LOG_WARN, "no channel to %s for '%s': %s", c->peer_id,
-		         oc->label, tern_last_error());
-		outchan_free(oc);
+		outchan_free(oc); /* keeps the error chanid_take set */
 		return NULL;
 	}
 	m.u.open.channel = oc->id;

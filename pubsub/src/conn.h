@@ -237,7 +237,8 @@ conn_state(const struct conn *c)
 /* ---- channels (I/O thread) ---- */
 
 /* Open a send channel for a source, announcing it with OPEN (whose key,
- * NUL-terminated, must outlive the channel: it names it in messages). */
+ * NUL-terminated, must outlive the channel: it names it in messages).
+ * NULL: tern_last_error() says why (out of memory, or no id free). */
 struct outchan *conn_open_outchan(struct conn *c, const struct ctl_msg *open, bool reliable,
                                   const struct outchan_ops *ops, void *arg);
 /* Remove a send channel (telling the peer if tell) and free it. */

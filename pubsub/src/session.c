@@ -28,11 +28,14 @@
 #define DYING_MAX       4
 #define STAMP_EVERY_US  1000 /* a publisher stamps about one message this often */
 
-/* A peer's DENY of a local subscriber or publisher: the I/O thread writes
- * the reason once, then sets `set` (release); any thread that sees `set`
- * (acquire) may read the reason, which stays until the owner is freed. */
+/* A peer's DENY of a local subscriber or publisher (TERN_EACCES), or a
+ * channel to a peer that wants a reliable publisher's key that could not
+ * be opened (TERN_ENOMEM): the I/O thread writes the code and reason once,
+ * then sets `set` (release); any thread that sees `set` (acquire) may read
+ * them, and the reason stays until the owner is freed. */
 struct refusal {
 	atomic_bool set;
+	int code;
 	char *reason;
 };
 
@@ -124,7 +127,7 @@ struct local_src {
 	/* under send_lock: when to stamp a message (stamp_due) */
 	uint64_t stamp_last_us;
 	uint32_t stamp_left, stamp_gap, stamp_count;
-	struct refusal refusal; /* a peer refused the publisher (acl) */
+	struct refusal refusal; /* a peer refused the publisher (acl), or a channel failed */
 };
 
 static inline struct local_src *
@@ -495,7 +498,7 @@ static const struct inchan_ops refused_inchan_ops = {.deliver = refused_deliver,
 
 /* The first refusal wins; later ones change nothing. */
 static void
-refusal_set(struct refusal *r, const struct ctl_str *reason)
+refusal_set(struct refusal *r, int code, const struct ctl_str *reason)
 {
 	char *copy;
 
@@ -503,6 +506,7 @@ refusal_set(struct refusal *r, const struct ctl_str *reason)
 	    (copy = strndup(reason->p, reason->len)) == NULL) {
 		return;
 	}
+	r->code = code;
 	r->reason = copy;
 	atomic_store_explicit(&r->set, true, memory_order_release);
 }
@@ -513,7 +517,7 @@ refusal_error(struct refusal *r)
 	if (!atomic_load_explicit(&r->set, memory_order_acquire)) {
 		return 0;
 	}
-	return tern__error(TERN_EACCES, "%s", r->reason);
+	return tern__error(r->code, "%s", r->reason);
 }
 
 /*
@@ -536,7 +540,7 @@ on_deny(struct session *s, struct conn *c, const struct ctl_msg *m)
 		}
 		if (i->local != NULL) {
 			struct sink *k = i->local;
-			refusal_set(&k->refusal, reason);
+			refusal_set(&k->refusal, TERN_EACCES, reason);
 			subq_fail(&k->q, TERN_EACCES);
 		} else if (i->nfrom > 0 && i->from[0] != c &&
 		           conn_state((struct conn *)i->from[0]) == CONN_READY) {
@@ -549,7 +553,7 @@ on_deny(struct session *s, struct conn *c, const struct ctl_msg *m)
 	for (struct src *src = s->pubs; src != NULL; src = src->next) {
 		for (int k = 0; k < src->nouts; k++) {
 			if (src->outs[k].conn == c && src->outs[k].oc->id == m->u.deny.id) {
-				refusal_set(&local_of(src)->refusal, reason);
+				refusal_set(&local_of(src)->refusal, TERN_EACCES, reason);
 				log_line(s->log, TERN_LOG_INFO,
 				         "%s refused publisher on '%s': %.*s", c->peer_id, src->key,
 				         (int)reason->len, reason->p);
@@ -1027,6 +1031,26 @@ out_close(struct session *s, struct src *src, struct out *o)
 	conn_close_outchan(c, o->oc, true);
 }
 
+/* No channel to c, which wants src's key: what src publishes does not reach
+ * it. A reliable local publisher learns it (tern_publish and tern_pub_close
+ * fail from now on); the reason is tern_last_error() of the failed open. */
+static void
+out_failed(struct session *s, struct src *src, struct conn *c)
+{
+	char why[CTL_TEXT_MAX];
+	struct ctl_str reason = {.p = why};
+
+	reason.len = (size_t)snprintf(why, sizeof(why), "no channel to %s for '%s': %s", c->peer_id,
+	                              src->key, tern_last_error());
+	if (reason.len >= sizeof(why)) {
+		reason.len = sizeof(why) - 1;
+	}
+	log_line(s->log, TERN_LOG_WARN, "%s", why);
+	if (src->local && src->reliability == TERN_RELIABLE) {
+		refusal_set(&local_of(src)->refusal, TERN_ENOMEM, &reason);
+	}
+}
+
 static void
 out_open(struct session *s, struct src *src, struct conn *c)
 {
@@ -1043,10 +1067,13 @@ out_open(struct session *s, struct src *src, struct conn *c)
 	open.u.open.instance = src->instance;
 	oc = conn_open_outchan(c, &open, src->reliability == TERN_RELIABLE, &src_outchan_ops, src);
 	if (oc == NULL) {
+		out_failed(s, src, c);
 		return;
 	}
 	if (!push_out(src, oc, c)) {
 		conn_close_outchan(c, oc, true);
+		tern__error(TERN_ENOMEM, "out of memory");
+		out_failed(s, src, c);
 		return;
 	}
 	resent = park_resume(&src->parked, c->peer_id, oc, &dropped);
@@ -2143,12 +2170,13 @@ session_pub_close(struct session *s, struct src *src)
 	uint64_t lost;
 	char key[256];
 	char refused[CTL_TEXT_MAX + 1] = "";
+	int refused_code = 0;
 
 	/* what reliable channels still hold may be in flight on a slow link:
 	 * let the peers consume it before the channels go */
 	wait_drained(s, src, (int)s->cfg->publish_timeout_ms, true);
 	snprintf(key, sizeof(key), "%s", src->key);
-	if (refusal_error(&l->refusal) != 0) {
+	if ((refused_code = refusal_error(&l->refusal)) != 0) {
 		snprintf(refused, sizeof(refused), "%s", l->refusal.reason);
 	}
 	loop_call(s->loop, do_pub_close, &a);
@@ -2158,8 +2186,8 @@ session_pub_close(struct session *s, struct src *src)
 	pthread_mutex_destroy(&l->wait_lock);
 	pthread_cond_destroy(&l->wait_cond);
 	free(l);
-	if (refused[0] != '\0') {
-		return tern__error(TERN_EACCES, "%s", refused);
+	if (refused_code != 0) {
+		return tern__error(refused_code, "%s", refused);
 	}
 	if (lost > 0) {
 		return tern__error(TERN_ECLOSED,

@@ -202,6 +202,10 @@ int tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliabil
  * TERN_EACCES, and so does tern_pub_close; tern_last_error() says which
  * node refused which key. The message still went to every other
  * subscriber: the refusing peer drops what reaches it.
+ * Likewise, once a reliable publisher's channel to a peer that wants its key
+ * could not be opened (out of memory, or every channel id of that connection
+ * in use), tern_publish and tern_pub_close return TERN_ENOMEM, naming the
+ * peer and the key: what it publishes does not reach that peer.
  */
 int tern_publish(tern_pub *pub, const void *data, size_t len);
 
