@@ -26,15 +26,9 @@
 
 /* ASan and TSan bring their own allocator: a malloc interposed here would
  * hand their free() blocks they never allocated. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZER_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZER_MALLOC 1
-#endif
-#endif
+#include "sanitized.h"
 
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 /* Count every allocation of the process by interposing glibc's allocator. */
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -63,7 +57,7 @@ realloc(void *p, size_t n)
 }
 #endif
 
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 static atomic_long delivered;
 
 static void
@@ -78,7 +72,7 @@ on_msg(void *arg, const tern_msg *m)
 static void
 run(bool low_latency, bool pull, long keys)
 {
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 	tern_config cfg;
 	tern_node *a, *b;
 	tern_sub *sub;

@@ -27,13 +27,7 @@
 
 #include "child.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZER_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZER_MALLOC 1
-#endif
-#endif
+#include "sanitized.h"
 
 #define KEYS  100000
 #define SLACK (64 * 1024) /* what may stay: rounding in the tables that hold what is left */
@@ -45,7 +39,7 @@
  * the scale targets (bench/RESULTS.md), in live bytes. */
 #define ROUTER_KEY_MAX 1024
 
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -215,7 +209,7 @@ ask_live(struct child *router)
 static void
 test_router_key_cost(void **state)
 {
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 	struct child router;
 	char bound[256], key[32];
 	tern_pub **pubs = calloc(KEYS, sizeof(*pubs)), *probe;
@@ -270,7 +264,7 @@ test_router_key_cost(void **state)
 static void
 test_publishers_come_and_go(void **state)
 {
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 	tern_node *a = open_node("keymem-a"), *b = open_node("keymem-b");
 	char bound[256];
 	tern_sub *sub;
@@ -301,7 +295,7 @@ test_publishers_come_and_go(void **state)
 static void
 test_subscriptions_come_and_go(void **state)
 {
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 	tern_node *a = open_node("keymem-subs");
 	tern_sub **subs = calloc(KEYS, sizeof(*subs));
 	char ke[32];

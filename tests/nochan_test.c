@@ -26,17 +26,11 @@
 
 #include "outchan.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZER_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZER_MALLOC 1
-#endif
-#endif
+#include "sanitized.h"
 
 #define WAIT_MS 30000
 
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 extern void *__libc_calloc(size_t, size_t);
 static atomic_bool fail_chan;
 static atomic_int failed;
@@ -82,7 +76,7 @@ wait_matched(tern_pub *pub)
 static void
 test_publisher_learns_of_a_missing_channel(void **state)
 {
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 	tern_node *a = open_node("nochan-sub"), *b = open_node("nochan-pub");
 	tern_pub *lost, *best, *ok;
 	char bound[256];

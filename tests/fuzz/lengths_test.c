@@ -25,13 +25,7 @@
 
 /* ASan and TSan bring their own allocator: a malloc interposed here would
  * hand their free() blocks they never allocated. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZER_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZER_MALLOC 1
-#endif
-#endif
+#include "../sanitized.h"
 
 #define MAX_PAYLOAD 4096
 #define MAX_MESSAGE 4096
@@ -41,7 +35,7 @@ static int counting;
 static size_t allocations;
 static size_t largest;
 
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
@@ -285,7 +279,7 @@ check_accepted(uint64_t total, uint64_t max_message, uint64_t start)
 	count_start();
 	/* a first chunk without LAST: accepted, the message stays open */
 	assert_int_equal(first_chunk(&r, total, max_message, &budget), 0);
-#ifndef SANITIZER_MALLOC
+#ifndef TERN_TEST_SANITIZED
 	assert_int_equal(count_stop(), 1);
 	assert_true(largest == (total > 0 ? total : 1));
 #else

@@ -24,14 +24,11 @@
 
 #include "tern/tern.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#include "../sanitized.h"
+
+#ifdef TERN_TEST_SANITIZED
 #define KEYS 10000
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define KEYS 10000
-#endif
-#endif
-#ifndef KEYS
+#else
 #define KEYS 100000
 #endif
 
