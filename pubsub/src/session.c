@@ -382,6 +382,7 @@ enum dropped { DROP_NONE, DROP_KEPT, DROP_MOVED, DROP_GONE };
  * declaration there (a link is told an interest only while it is not the
  * route to it): two routers in a cycle that each declared it to the other
  * would otherwise keep it through each other once its subscriber is gone.
+ * And c, if it withdrew but is still connected, is told it.
  */
 static enum dropped
 drop_link(struct session *s, struct interest *i, struct conn *c, bool closed)
@@ -401,6 +402,12 @@ drop_link(struct session *s, struct interest *i, struct conn *c, bool closed)
 	}
 	if (conn_state(i->from[0]) == CONN_READY) {
 		send_sub(i->from[0], i, false);
+	}
+	/* and c, still up but no longer the way to it, is told, as every link
+	 * but the route is: its own way to the subscriber has gone, this one
+	 * may be its only one */
+	if (conn_state(c) == CONN_READY && carries(s, i->from[0], c)) {
+		send_sub(c, i, true);
 	}
 	return DROP_MOVED;
 }

@@ -11,7 +11,9 @@
  *    open;
  *  - a subscriber's node connected to two routers, which one of them
  *    heard of first through the other: when it leaves, that router stops
- *    sending toward the other router what only the subscriber wanted.
+ *    sending toward the other router what only the subscriber wanted;
+ *  - a router on one of two paths to a subscriber leaves: the publisher
+ *    reaches it by the other.
  *
  * Nodes live in this process and talk over 127.0.0.1. Every wait is
  * bounded and fails rather than hangs; bounds are generous, never timing
@@ -307,6 +309,71 @@ test_multihomed_subscriber_leaves(void **state)
 	}
 }
 
+/*
+ * Routers r0, r2, r3, r4 in a line r3 - r0 - r2 - r4, the publisher's node
+ * on r2, and a subscriber's node on r4 that then also connects to r3. When
+ * r4 closes, r2 loses its way to the subscriber and withdraws it; r0 moves
+ * its route to r3 and must now tell r2, or the publisher on r2 never
+ * reaches the subscriber again. Before the fix it did not, in 6 of 6 runs.
+ */
+static void
+test_router_leaves_on_one_path(void **state)
+{
+	static const char *ids[4] = {"mesh-r0", "mesh-r2", "mesh-r3", "mesh-r4"};
+	tern_node *r[4], *s, *p;
+	char bound[4][256];
+	tern_sub *sub;
+	tern_pub *pub;
+	tern_msg m;
+
+	(void)state;
+	for (int round = 0; round < ROUNDS; round++) {
+		for (int i = 0; i < 4; i++) {
+			r[i] = open_node(ids[i], TERN_MODE_ROUTER);
+			assert_int_equal(tern_node_listen(r[i], "tcp://127.0.0.1:0", bound[i], 256),
+			                 0);
+		}
+		assert_int_equal(tern_node_connect(r[1], bound[0]), 0);
+		assert_int_equal(tern_node_connect(r[2], bound[0]), 0);
+		assert_int_equal(tern_node_connect(r[3], bound[1]), 0);
+		assert_int_equal(tern_node_wait_peers(r[0], 2, WAIT_MS), 0);
+		assert_int_equal(tern_node_wait_peers(r[1], 2, WAIT_MS), 0);
+		p = open_node("mesh-pub", TERN_MODE_PEER);
+		assert_int_equal(tern_node_connect(p, bound[1]), 0);
+		assert_int_equal(tern_node_wait_peers(p, 1, WAIT_MS), 0);
+		assert_int_equal(tern_pub_open(&pub, p, "mesh/x", TERN_RELIABLE), 0);
+		s = open_node("mesh-sub", TERN_MODE_PEER);
+		assert_int_equal(tern_node_connect(s, bound[3]), 0);
+		assert_int_equal(tern_node_wait_peers(s, 1, WAIT_MS), 0);
+		assert_int_equal(tern_sub_open(&sub, s, "mesh/**", NULL, NULL), 0);
+		assert_int_equal(wait_matched(pub, 1), 1);
+		assert_int_equal(tern_node_connect(s, bound[2]), 0);
+		assert_int_equal(tern_node_wait_peers(s, 2, WAIT_MS), 0);
+		/* r3 has read the subscriber's SUB (its SYNC came after it) */
+		assert_int_equal(tern_node_wait_peers(r[2], 2, WAIT_MS), 0);
+		assert_int_equal(tern_publish(pub, &round, sizeof(round)), 0);
+		assert_int_equal(tern_sub_recv(sub, &m, WAIT_MS), 0);
+		tern_node_close(r[3]);
+		/* r2 routes mesh/x to r0 once r0 has told it of the subscriber;
+		 * a message from the publisher that r2 reads after that reaches it */
+		for (int w = 0; w < WAIT_MS && !sends_toward(r[1], "mesh-r0"); w++) {
+			usleep(1000);
+		}
+		assert_true(sends_toward(r[1], "mesh-r0"));
+		assert_int_equal(wait_matched(pub, 1), 1);
+		assert_int_equal(tern_publish(pub, &round, sizeof(round)), 0);
+		assert_int_equal(tern_sub_recv(sub, &m, WAIT_MS), 0);
+		assert_int_equal(*(const int *)m.data, round);
+		tern_sub_close(sub);
+		tern_node_close(s);
+		assert_int_equal(tern_pub_close(pub), 0);
+		tern_node_close(p);
+		for (int i = 0; i < 3; i++) {
+			tern_node_close(r[i]);
+		}
+	}
+}
+
 int
 main(int argc, char **argv)
 {
@@ -314,6 +381,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_unsubscribe_in_triangle),
 	    cmocka_unit_test(test_subscriber_leaves_triangle),
 	    cmocka_unit_test(test_multihomed_subscriber_leaves),
+	    cmocka_unit_test(test_router_leaves_on_one_path),
 	};
 
 	if (argc > 1) {
