@@ -1800,13 +1800,8 @@ conn_reap_failed_write(struct conn *c)
 	conn_fail(c, why);
 }
 
-/*
- * A read buffer, conn->out or a list grown for a burst goes back to its
- * first size once, for SHRINK_AFTER_MS, the reads and writes have fit a
- * quarter of the buffer and the lists a quarter of theirs: an idle connection holds little, and a
- * busy one does not give memory back between two bursts only to take it
- * again (an allocation on the path of every message).
- */
+/* conn->out and the BLOCKED list, which publishing threads fill under wlock
+ * (shrink_buffers says when). */
 static void
 shrink_out_idle(struct conn *c, uint64_t now)
 {
@@ -1831,6 +1826,14 @@ shrink_out_idle(struct conn *c, uint64_t now)
 	pthread_mutex_unlock(&c->wlock);
 }
 
+/*
+ * A read buffer, conn->out or a list grown for a burst goes back to its
+ * first size once, for SHRINK_AFTER_MS, the reads and writes have fit a
+ * quarter of the buffer and the lists a quarter of theirs: an idle
+ * connection holds little, and a busy one does not give memory back
+ * between two bursts only to take it again (an allocation on the path of
+ * every message).
+ */
 static void
 shrink_buffers(struct conn *c, uint64_t now)
 {

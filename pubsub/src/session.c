@@ -1478,9 +1478,9 @@ on_gone(void *arg, struct conn *c)
 
 	while (i != NULL) {
 		struct interest *next = i->next;
-		/* its node left on purpose: it is closed, as with its UNSUB */
 		/* routed here: the sources that send here are updated below */
 		bool here = i->nfrom > 0 && i->from[0] == c;
+		/* its node left on purpose: it is closed, as with its UNSUB */
 		enum dropped d = drop_link(s, i, c, c->said_goodbye && from_origin(c, i));
 		if (d == DROP_GONE) {
 			if (!here) {
