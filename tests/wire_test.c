@@ -283,6 +283,7 @@ sample_messages(struct ctl_msg *m, int *n)
 	m[i++].u.sub.keyexpr = S("sensors/**");
 	m[i].type = CTL_UNSUB;
 	m[i].u.sub.origin = S("node-2");
+	m[i].u.sub.end = CTL_UNSUB_ENDED_ACK;
 	m[i++].u.sub.sub_id = 77;
 	m[i].type = CTL_OPEN;
 	m[i].u.open.channel = 9;
@@ -347,10 +348,13 @@ test_control_roundtrip(void **state)
 		case CTL_SUB:
 			assert_str(d.u.sub.keyexpr, m[i].u.sub.keyexpr);
 			assert_true(d.u.sub.hops == 3);
-			/* fall through */
+			assert_str(d.u.sub.origin, m[i].u.sub.origin);
+			assert_true(d.u.sub.sub_id == 77);
+			break;
 		case CTL_UNSUB:
 			assert_str(d.u.sub.origin, m[i].u.sub.origin);
 			assert_true(d.u.sub.sub_id == 77);
+			assert_true(d.u.sub.end == CTL_UNSUB_ENDED_ACK);
 			break;
 		case CTL_OPEN:
 			assert_str(d.u.open.publisher, m[i].u.open.publisher);

@@ -48,7 +48,7 @@ static int
 arity(int type)
 {
 	static const int n[] = {
-	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,     [CTL_UNSUB] = 3,
+	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,     [CTL_UNSUB] = 4,
 	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 4,  [CTL_BLOCKED] = 3,
 	    [CTL_PING] = 2,  [CTL_PONG] = 3,  [CTL_GOODBYE] = 2, [CTL_DENY] = 6};
 
@@ -84,6 +84,8 @@ ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
 		if (m->type == CTL_SUB) {
 			put_uint(&e, m->u.sub.hops);
 			put_str(&e, m->u.sub.keyexpr);
+		} else {
+			put_uint(&e, m->u.sub.end);
 		}
 		break;
 	case CTL_OPEN:
@@ -268,6 +270,9 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		if (t == CTL_SUB) {
 			m->u.sub.hops = get_uint(d);
 			m->u.sub.keyexpr = get_str(d, CTL_TEXT_MAX);
+		} else {
+			m->u.sub.end = get_uint(d);
+			bound(d, t, "end", m->u.sub.end, CTL_UNSUB_WITHDRAWN, CTL_UNSUB_ENDED_ACK);
 		}
 		text(d, t, "origin", m->u.sub.origin);
 		text(d, t, "keyexpr", m->u.sub.keyexpr);

@@ -57,6 +57,14 @@ enum ctl_deny_what { CTL_DENY_SUB = 0, CTL_DENY_OPEN = 1 };
 #define CTL_CREDIT_MAX    (1ull << 40) /* CREDIT and BLOCKED bytes */
 #define CTL_CONSUMED_MAX  (1ull << 62) /* CREDIT consumed: a running total */
 
+/*
+ * What an UNSUB says. WITHDRAWN: this link no longer leads to the
+ * subscription (it may still exist). ENDED: the subscription itself ended
+ * (its node closed it or left); the receiver passes it on and answers
+ * with ENDED_ACK, which is never answered (docs/PROTOCOL.md, "Routing").
+ */
+enum ctl_unsub_end { CTL_UNSUB_WITHDRAWN = 0, CTL_UNSUB_ENDED = 1, CTL_UNSUB_ENDED_ACK = 2 };
+
 struct ctl_str {
 	const char *p;
 	size_t len;
@@ -80,7 +88,8 @@ struct ctl_msg {
 			uint64_t sub_id;
 			uint64_t hops;
 			struct ctl_str keyexpr;
-		} sub; /* CTL_SUB; CTL_UNSUB uses origin and sub_id */
+			uint64_t end; /* CTL_UNSUB: enum ctl_unsub_end */
+		} sub;                /* CTL_SUB; CTL_UNSUB uses origin, sub_id and end */
 		struct {
 			uint64_t channel;
 			struct ctl_str publisher;

@@ -80,10 +80,21 @@ route_add(struct route_table *t, const char *origin, size_t olen, uint64_t id, c
 }
 
 void
+route_end(struct route_table *t, struct interest *i)
+{
+	if (!i->ended) {
+		ketree_remove(&t->by_key, i->keyexpr, i->ke_len, i);
+		i->ended = true;
+	}
+}
+
+void
 route_detach(struct route_table *t, struct interest *i)
 {
 	hmap_del(&t->by_id, i->hash, i);
-	ketree_remove(&t->by_key, i->keyexpr, i->ke_len, i);
+	if (!i->ended) {
+		ketree_remove(&t->by_key, i->keyexpr, i->ke_len, i);
+	}
 	if (i->prev != NULL) {
 		i->prev->next = i->next;
 	} else {

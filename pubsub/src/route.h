@@ -31,7 +31,9 @@ struct interest {
 	size_t ke_len;
 	uint64_t hops;
 	void *local; /* this node's subscriber, or NULL */
-	void **from; /* peers that declared it; from[0] is the route toward it */
+	void **from; /* peers that declared it; from[0] is the route toward it.
+	                Once ended: the peers yet to answer its end */
+	bool ended;  /* its subscription ended: found by id, matching nothing */
 	int nfrom, from_cap;
 	uint64_t hash; /* of (origin, sub_id), in by_id */
 	struct interest *next, *prev;
@@ -51,6 +53,8 @@ struct interest *route_add(struct route_table *t, const char *origin, size_t ole
                            const char *ke, size_t ke_len, uint64_t hops);
 /* Unlink and free. */
 void route_remove(struct route_table *t, struct interest *i);
+/* It ended: it matches no key from now on, but is still found by id. */
+void route_end(struct route_table *t, struct interest *i);
 /* Unlink only (it is found no more); free it later with route_free. */
 void route_detach(struct route_table *t, struct interest *i);
 void route_free(struct interest *i);

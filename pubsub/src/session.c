@@ -338,6 +338,18 @@ send_sub(struct conn *c, const struct interest *i, bool declare)
 	m.u.sub.hops = i->hops;
 	m.u.sub.keyexpr.p = i->keyexpr;
 	m.u.sub.keyexpr.len = i->ke_len;
+	m.u.sub.end = CTL_UNSUB_WITHDRAWN;
+	conn_send_ctl(c, &m);
+}
+
+static void
+send_end(struct conn *c, struct ctl_str origin, uint64_t sub_id, enum ctl_unsub_end end)
+{
+	struct ctl_msg m = {.type = CTL_UNSUB};
+
+	m.u.sub.origin = origin;
+	m.u.sub.sub_id = sub_id;
+	m.u.sub.end = end;
 	conn_send_ctl(c, &m);
 }
 
@@ -373,26 +385,25 @@ static void note_parked(struct session *s, struct src *src);
 enum dropped { DROP_NONE, DROP_KEPT, DROP_MOVED, DROP_GONE };
 
 /*
- * Link c no longer declares interest i: its UNSUB, or c is gone. closed:
- * i's own node closed it (its UNSUB, or its GOODBYE). DROP_NONE: c did not
- * declare it. DROP_GONE: no link leads to it any more, or it is closed; the
- * UNSUB went on to the other links and i is unlinked, for the caller to
- * free. DROP_MOVED: its route moved to the next link that declared it.
- * That link is now the way to it, so this node takes back its own
- * declaration there (a link is told an interest only while it is not the
- * route to it): two routers in a cycle that each declared it to the other
- * would otherwise keep it through each other once its subscriber is gone.
- * And c, if it withdrew but is still connected, is told it.
+ * Link c no longer leads to interest i: its UNSUB, or c is gone.
+ * DROP_NONE: c did not declare it. DROP_GONE: no link leads to it any
+ * more; the UNSUB went on to the other links and i is unlinked, for the
+ * caller to free. DROP_MOVED: its route moved to the next link that
+ * declared it. That link is now the way to it, so this node takes back its
+ * own declaration there (a link is told an interest only while it is not
+ * the route to it): two routers in a cycle that each declared it to the
+ * other would otherwise keep it through each other once its subscriber is
+ * gone. And c, if it withdrew but is still connected, is told it.
  */
 static enum dropped
-drop_link(struct session *s, struct interest *i, struct conn *c, bool closed)
+drop_link(struct session *s, struct interest *i, struct conn *c)
 {
 	bool first = i->nfrom > 0 && i->from[0] == c;
 
 	if (i->local != NULL || !route_from_remove(i, c)) {
 		return DROP_NONE;
 	}
-	if (i->nfrom == 0 || closed) {
+	if (i->nfrom == 0) {
 		spread(s, i, false, c);
 		route_detach(&s->routes, i);
 		return DROP_GONE;
@@ -417,6 +428,51 @@ static bool
 from_origin(const struct conn *c, const struct interest *i)
 {
 	return strcmp(c->peer_id, i->origin) == 0;
+}
+
+/*
+ * i's subscription ended: its node closed it or left. `by` told this node
+ * (its answer is ENDED_ACK), or is NULL when i is this node's own. Every
+ * other link but the subscriber's own node is told ENDED. Such a link may
+ * have declared i to this node just before it heard: so that a SUB still
+ * on its way does not bring i back, i stays, ended and matching nothing,
+ * until each of them has answered (ENDED or ENDED_ACK, which follow on the
+ * same connection anything it sent before). Subscription ids are never
+ * used twice, so i's SUB that comes later is always a stale one.
+ */
+static void
+end_interest(struct session *s, struct interest *i, struct conn *by)
+{
+	struct ctl_str origin = cstr(i->origin);
+	bool tracked = true;
+
+	i->nfrom = 0;
+	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+	     c = loop_next_conn(s->loop, c)) {
+		if (conn_state(c) != CONN_READY || (i->local == NULL && from_origin(c, i))) {
+			continue;
+		}
+		send_end(c, origin, i->sub_id, c == by ? CTL_UNSUB_ENDED_ACK : CTL_UNSUB_ENDED);
+		if (c != by && i->local == NULL) {
+			/* without memory for the answers it goes at once, and a
+			 * stale SUB may bring it back */
+			tracked &= route_from_add(i, c);
+		}
+	}
+	route_end(&s->routes, i);
+	update_matching(s, i->keyexpr, i->ke_len);
+	if (i->nfrom == 0 || !tracked) {
+		route_remove(&s->routes, i);
+	}
+}
+
+/* An answer to i's end came on c: c will not declare it again. */
+static void
+end_answered(struct session *s, struct interest *i, struct conn *c)
+{
+	if (route_from_remove(i, c) && i->nfrom == 0) {
+		route_remove(&s->routes, i);
+	}
 }
 
 /* ---- access control (acl.h): refusals sent and received ---- */
@@ -542,7 +598,7 @@ on_deny(struct session *s, struct conn *c, const struct ctl_msg *m)
 	if (m->u.deny.what == CTL_DENY_SUB) {
 		struct interest *i =
 		    route_find(&s->routes, m->u.deny.name.p, m->u.deny.name.len, m->u.deny.id);
-		if (i == NULL) {
+		if (i == NULL || i->ended) {
 			return 0;
 		}
 		if (i->local != NULL) {
@@ -589,6 +645,9 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		return 0; /* never in the table: nothing is forwarded to it for this */
 	}
 	i = route_find(&s->routes, o->p, o->len, m->u.sub.sub_id);
+	if (i != NULL && i->ended) {
+		return 0; /* sent before c heard it ended */
+	}
 	if (i != NULL) {
 		return route_from_add(i, c) ? 0 : TERN_ENOMEM;
 	}
@@ -611,13 +670,36 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 static int
 on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
-	struct interest *i =
-	    route_find(&s->routes, m->u.sub.origin.p, m->u.sub.origin.len, m->u.sub.sub_id);
+	const struct ctl_str *o = &m->u.sub.origin;
+	struct interest *i = route_find(&s->routes, o->p, o->len, m->u.sub.sub_id);
 	enum dropped d;
 
-	/* from its own node, it is closed: whatever other links declared it
-	 * led here, and it goes everywhere */
-	if (i == NULL || (d = drop_link(s, i, c, from_origin(c, i))) == DROP_NONE) {
+	if (o->len == strlen(s->cfg->id) && memcmp(o->p, s->cfg->id, o->len) == 0) {
+		return 0; /* our own, which we ended ourselves */
+	}
+	if (m->u.sub.end == CTL_UNSUB_ENDED && (i == NULL || !i->ended)) {
+		if (i == NULL) {
+			send_end(c, *o, m->u.sub.sub_id, CTL_UNSUB_ENDED_ACK);
+		} else {
+			end_interest(s, i, c);
+		}
+		return 0;
+	}
+	if (i == NULL) {
+		return 0;
+	}
+	if (i->ended) {
+		if (m->u.sub.end != CTL_UNSUB_WITHDRAWN) {
+			end_answered(s, i, c);
+		}
+		return 0;
+	}
+	/* from its own node it ended, whatever the UNSUB says */
+	if (from_origin(c, i)) {
+		end_interest(s, i, c);
+		return 0;
+	}
+	if ((d = drop_link(s, i, c)) == DROP_NONE) {
 		return 0;
 	}
 	update_matching(s, i->keyexpr, i->ke_len); /* its route may have moved */
@@ -634,6 +716,9 @@ on_ready(void *arg, struct conn *c)
 	struct ctl_msg sync = {.type = CTL_SYNC};
 
 	for (struct interest *i = s->routes.head; i != NULL; i = i->next) {
+		if (i->ended) {
+			continue;
+		}
 		if (i->nfrom == 0 || (i->from[0] != c && carries(s, i->from[0], c))) {
 			send_sub(c, i, true);
 		}
@@ -1480,8 +1565,20 @@ on_gone(void *arg, struct conn *c)
 		struct interest *next = i->next;
 		/* routed here: the sources that send here are updated below */
 		bool here = i->nfrom > 0 && i->from[0] == c;
-		/* its node left on purpose: it is closed, as with its UNSUB */
-		enum dropped d = drop_link(s, i, c, c->said_goodbye && from_origin(c, i));
+		enum dropped d;
+
+		if (i->ended) {
+			end_answered(s, i, c);
+			i = next;
+			continue;
+		}
+		if (c->said_goodbye && from_origin(c, i)) {
+			/* its node left on purpose: it ended, as with its UNSUB */
+			end_interest(s, i, c);
+			i = next;
+			continue;
+		}
+		d = drop_link(s, i, c);
 		if (d == DROP_GONE) {
 			if (!here) {
 				update_matching(s, i->keyexpr, i->ke_len);
@@ -2321,10 +2418,7 @@ do_sub_close(void *arg)
 	if (s->congested_sink == k) {
 		s->congested_sink = NULL;
 	}
-	spread(s, i, false, NULL);
-	route_detach(&s->routes, i);
-	update_matching(s, k->keyexpr, k->ke_len);
-	route_free(i);
+	end_interest(s, i, NULL);
 	k->interest = NULL;
 	return 0;
 }
@@ -2624,7 +2718,9 @@ session_open(struct session **out, const tern_config *cfg, const struct logger *
 	s->cfg = cfg;
 	s->log = log;
 	s->instance = instance;
-	s->next_sub_id = 1;
+	/* from a random start, so that a restarted node with the same id
+	 * never repeats one of its last life's (end_interest) */
+	s->next_sub_id = instance;
 	s->next_pub_id = 1;
 	if ((rc = loop_open(&s->loop, cfg, log, window_init, window_max, &session_loop_ops, s)) !=
 	    0) {

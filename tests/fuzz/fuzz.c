@@ -59,7 +59,7 @@ msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 		       str_eq(a->u.sub.keyexpr, b->u.sub.keyexpr);
 	case CTL_UNSUB:
 		return str_eq(a->u.sub.origin, b->u.sub.origin) &&
-		       a->u.sub.sub_id == b->u.sub.sub_id;
+		       a->u.sub.sub_id == b->u.sub.sub_id && a->u.sub.end == b->u.sub.end;
 	case CTL_OPEN:
 		return a->u.open.channel == b->u.open.channel &&
 		       str_eq(a->u.open.publisher, b->u.open.publisher) &&

@@ -180,6 +180,18 @@ put_sub(int type, const char *origin, uint64_t id, const char *keyexpr)
 	put_ctl(&m);
 }
 
+/* An UNSUB that says how (enum ctl_unsub_end). */
+static void
+put_end(const char *origin, uint64_t id, uint64_t end)
+{
+	struct ctl_msg m = {.type = CTL_UNSUB};
+
+	m.u.sub.origin = str(origin);
+	m.u.sub.sub_id = id;
+	m.u.sub.end = end;
+	put_ctl(&m);
+}
+
 static void
 put_open(uint64_t channel, const char *publisher, const char *key)
 {
@@ -532,11 +544,19 @@ conn(void)
 	put_simple(CTL_PING, 42, 0);
 	put_simple(CTL_CLOSE, 1, 0);
 	put_sub(CTL_UNSUB, "fuzz-peer", 1, "fuzz/**");
+	/* a subscription that ends, a stale SUB for it, the answer, an end
+	 * of one never declared */
+	put_sub(CTL_SUB, "far", 9, "fuzz/y");
+	put_end("far", 9, CTL_UNSUB_ENDED);
+	put_sub(CTL_SUB, "far", 9, "fuzz/y");
+	put_end("far", 9, CTL_UNSUB_ENDED_ACK);
+	put_end("nobody", 3, CTL_UNSUB_ENDED);
 	put_goodbye("done");
 	emit("conn", "session");
 	/* the node's acl allows fuzz/ and below only: a SUB and an OPEN it
 	 * refuses, data on the refused channel, then DENYs of the node's own
-	 * declarations (its subscriber 1 is on fuzz/ and below) */
+	 * declarations (its subscribers' numbers start at random: these are
+	 * refusals of ones it does not know) */
 	conn_start(65536, 65536, 262144, 1000);
 	put_sub(CTL_SUB, "fuzz-peer", 2, "secret/**");
 	put_open(2, "fuzz-peer/2", "secret/x");

@@ -36,7 +36,7 @@
 #include "../child.h"
 
 #define WAIT_MS 30000
-#define ROUNDS  6
+#define ROUNDS  50
 
 static tern_node *
 open_node(const char *id, int mode)

@@ -162,10 +162,13 @@ test_other_version_refused(void **state)
 	/* the node says which version it speaks, and why it hangs up */
 	assert_true(n >= WIRE_PREAMBLE_LEN);
 	assert_int_equal(wire_preamble_decode(buf, &version), 0);
-	assert_int_equal(version, 2);
+	assert_int_equal(version, TERN_PROTOCOL_VERSION);
 	assert_true(goodbye_reason(buf, n, reason, sizeof(reason)));
 	assert_non_null(strstr(reason, "version 1"));
-	assert_true(log_has("speaks tern protocol version 1; this node speaks version 2", 30000));
+	snprintf(reason, sizeof(reason),
+	         "speaks tern protocol version 1; this node speaks version %d",
+	         TERN_PROTOCOL_VERSION);
+	assert_true(log_has(reason, 30000));
 	close(fd);
 	tern_node_close(node);
 }

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TERN_VERSION          "0.1.0"
-#define TERN_PROTOCOL_VERSION 2
+#define TERN_PROTOCOL_VERSION 3
 
 enum tern_error {
 	TERN_OK = 0,
