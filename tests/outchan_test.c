@@ -805,7 +805,8 @@ test_park_keep_append_resume(void **state)
 
 	outchan_on_credit(oc, 0, fl[0] + fl[1], NOW); /* ring starts inside message 2 */
 	outchan_break(oc, OUTCHAN_LOST);
-	assert_int_equal(park_keep(&list, "peer-a", oc, NOW + 5000), fl[2] + fl[3] + fl[4] + fl[5]);
+	assert_int_equal(park_keep(&list, "peer-a", oc, NOW + 5000, false),
+	                 fl[2] + fl[3] + fl[4] + fl[5]);
 	outchan_free(oc);
 	assert_non_null(list);
 	assert_true(list->head_mid);
@@ -861,7 +862,7 @@ test_park_resume_frame_above_frame_max(void **state)
 	fill(big, sizeof(big), 61);
 	assert_int_equal(outchan_send(oc, 1, small, sizeof(small), false, NULL), 0);
 	write_all(oc, &x->w, 1 << 20);
-	assert_true(park_keep(&list, "peer-a", oc, NOW + 5000) > 0);
+	assert_true(park_keep(&list, "peer-a", oc, NOW + 5000, false) > 0);
 	outchan_free(oc);
 	park_append(list, NULL, 2, big, sizeof(big));
 	park_append(list, NULL, 3, small, sizeof(small));

@@ -42,11 +42,12 @@ unlink_peer(struct parked **list, const char *peer)
 }
 
 size_t
-park_keep(struct parked **list, const char *peer, struct outchan *oc, uint64_t expires_ms)
+park_keep(struct parked **list, const char *peer, struct outchan *oc, uint64_t expires_ms,
+          bool withdrawn)
 {
 	struct parked *p, *old;
 
-	if (ring_used(&oc->ring) == 0) {
+	if (ring_used(&oc->ring) == 0 && !withdrawn) {
 		return 0;
 	}
 	if ((old = unlink_peer(list, peer)) != NULL) {
@@ -59,6 +60,7 @@ park_keep(struct parked **list, const char *peer, struct outchan *oc, uint64_t e
 	snprintf(p->peer_id, sizeof(p->peer_id), "%s", peer);
 	outchan_take_kept(oc, &p->ring, &p->head_seq, &p->head_mid);
 	p->expires_ms = expires_ms;
+	p->withdrawn = withdrawn;
 	p->next = *list;
 	*list = p;
 	return ring_used(&p->ring);
@@ -85,7 +87,7 @@ park_room(struct parked *list, size_t len, uint64_t budget)
 	size_t need = len + WIRE_HDR_MAX;
 
 	for (struct parked *p = list; p != NULL; p = p->next) {
-		if (ring_space(&p->ring) >= need) {
+		if (p->withdrawn || ring_space(&p->ring) >= need) {
 			continue;
 		}
 		if (ring_used(&p->ring) + need > budget ||

@@ -60,6 +60,7 @@ struct sink {
 struct out {
 	struct outchan *oc;
 	struct conn *conn;
+	bool withdrawn; /* put aside because conn withdrew what it served */
 };
 
 /* A source of messages: a local publisher, or a remote one seen on the wire. */
@@ -156,6 +157,8 @@ struct session {
 	struct sink **held; /* pull subscribers whose queue lock this thread holds */
 	int nheld, held_cap, nsinks;
 	bool updates_due;
+	/* the connection whose UNSUB (withdrawn) is being applied, or NULL */
+	struct conn *withdrawn_by;
 	/* where callbacks that publish have filled a queue past its mark: the
 	 * messages that would run them wait (see callbacks_may_run) */
 	struct outchan *congested_out;
@@ -216,6 +219,7 @@ push_out(struct src *s, struct outchan *oc, struct conn *c)
 		s->outs_cap = nc;
 	}
 	s->outs[s->nouts].oc = oc;
+	s->outs[s->nouts].withdrawn = false;
 	s->outs[s->nouts++].conn = c;
 	return true;
 }
@@ -702,7 +706,9 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 	if ((d = drop_link(s, i, c)) == DROP_NONE) {
 		return 0;
 	}
+	s->withdrawn_by = c;
 	update_matching(s, i->keyexpr, i->ke_len); /* its route may have moved */
+	s->withdrawn_by = NULL;
 	if (d == DROP_GONE) {
 		route_free(i);
 	}
@@ -1098,17 +1104,20 @@ route_unlock(struct src *s)
 
 /* A channel leaves the route: a broken connection (not a goodbye, not a
  * slow consumer we dropped) is expected back, so what it had not consumed
- * is kept; what a dropped peer had not consumed is lost, and counted. */
+ * is kept; what a dropped peer had not consumed is lost, and counted. So is
+ * what a peer that withdrew had not consumed: its route may be back at
+ * once (a route that moves is withdrawn, then declared again), and what
+ * was under way then goes on the new channel. */
 static void
 out_close(struct session *s, struct src *src, struct out *o)
 {
 	struct conn *c = o->conn;
 	bool broken = conn_state(c) == CONN_DEAD;
 
-	if (broken && o->oc->retain && !c->said_goodbye && !atomic_load(&c->kill) &&
-	    !loop_closing(s->loop)) {
+	if (o->oc->retain && !loop_closing(s->loop) &&
+	    ((broken && !c->said_goodbye && !atomic_load(&c->kill)) || (!broken && o->withdrawn))) {
 		size_t kept = park_keep(&src->parked, c->peer_id, o->oc,
-		                        clock_ms() + s->cfg->slow_consumer_ms);
+		                        clock_ms() + s->cfg->slow_consumer_ms, !broken);
 		if (kept > 0) {
 			log_line(s->log, TERN_LOG_DEBUG, "keeping %zu bytes of '%s' for %s", kept,
 			         src->key, c->peer_id);
@@ -1227,7 +1236,9 @@ src_update(struct session *s, struct src *src)
 			k++;
 			continue;
 		}
-		atomic_store(&o->oc->detached, true);
+		if (!atomic_exchange(&o->oc->detached, true)) {
+			o->withdrawn = o->conn == s->withdrawn_by;
+		}
 		if (atomic_load(&src->inside)) {
 			atomic_store(&src->update_due, true);
 			s->updates_due = true;
@@ -1622,7 +1633,7 @@ expire_parked(struct session *s, struct src *src, uint64_t now)
 	route_lock(src);
 	while ((p = park_expired(&src->parked, now)) != NULL) {
 		uint64_t lost = frames_messages(&p->ring) + p->dropped;
-		if (src->local) {
+		if (src->local && !p->withdrawn) {
 			COUNT(src->undelivered, lost);
 			log_line(s->log, TERN_LOG_WARN,
 			         "%s did not come back: %llu messages of '%s' kept for it are lost",
