@@ -23,7 +23,7 @@ declare(struct route_table *t, const char *origin, uint64_t id, const char *ke, 
 		i = route_add(t, origin, strlen(origin), id, ke, strlen(ke), 1);
 		assert_non_null(i);
 	}
-	assert_true(route_from_add(i, peer));
+	assert_true(route_from_add(i, peer, 1));
 	return i;
 }
 
@@ -57,8 +57,14 @@ test_route_moves_when_a_peer_goes(void **state)
 
 	i = declare(&t, "x", 1, "k/*", &peer_a);
 	declare(&t, "x", 1, "k/*", &peer_b);
-	/* a breaks: b, heard second, becomes the route */
+	/* each link's count is kept beside it, and a new one replaces it */
+	assert_true(route_from_add(i, &peer_b, 7));
+	assert_int_equal(i->nfrom, 2);
+	assert_int_equal(i->from_hops[0], 1);
+	assert_int_equal(i->from_hops[1], 7);
+	/* a breaks: b, heard second, becomes the route, with its count */
 	assert_true(route_from_remove(i, &peer_a));
+	assert_int_equal(i->from_hops[0], 7);
 	assert_false(route_from_remove(i, &peer_a));
 	assert_true(wants(&t, &peer_b, "k/1"));
 	assert_false(wants(&t, &peer_a, "k/1"));

@@ -115,22 +115,29 @@ route_remove(struct route_table *t, struct interest *dead)
 }
 
 bool
-route_from_add(struct interest *i, void *peer)
+route_from_add(struct interest *i, void *peer, uint64_t hops)
 {
+	uint8_t h = hops > UINT8_MAX ? UINT8_MAX : (uint8_t)hops;
+
 	for (int k = 0; k < i->nfrom; k++) {
 		if (i->from[k] == peer) {
+			i->from_hops[k] = h;
 			return true;
 		}
 	}
 	if (i->nfrom == i->from_cap) {
+		/* one block: the peers, then their counts */
 		int cap = i->from_cap ? i->from_cap * 2 : 1;
-		void **p = realloc(i->from, (size_t)cap * sizeof(*p));
+		void **p = realloc(i->from, (size_t)cap * (sizeof(*p) + 1));
 		if (p == NULL) {
 			return false;
 		}
+		memmove(p + cap, p + i->from_cap, (size_t)i->nfrom);
 		i->from = p;
+		i->from_hops = (uint8_t *)(p + cap);
 		i->from_cap = cap;
 	}
+	i->from_hops[i->nfrom] = h;
 	i->from[i->nfrom++] = peer;
 	return true;
 }
@@ -142,6 +149,7 @@ route_from_remove(struct interest *i, void *peer)
 		if (i->from[k] == peer) {
 			memmove(i->from + k, i->from + k + 1,
 			        (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
+			memmove(i->from_hops + k, i->from_hops + k + 1, (size_t)(i->nfrom - k - 1));
 			i->nfrom--;
 			return true;
 		}

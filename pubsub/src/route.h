@@ -29,11 +29,12 @@ struct interest {
 	uint64_t sub_id;
 	char *keyexpr;
 	size_t ke_len;
-	uint64_t hops;
-	void *local; /* this node's subscriber, or NULL */
-	void **from; /* peers that declared it; from[0] is the route toward it.
-	                Once ended: the peers yet to answer its end */
-	bool ended;  /* its subscription ended: found by id, matching nothing */
+	uint64_t hops;      /* from this node: 0 here, else its route's count + 1 */
+	void *local;        /* this node's subscriber, or NULL */
+	void **from;        /* peers that declared it; from[0] is the route toward it.
+	                       Once ended: the peers yet to answer its end */
+	uint8_t *from_hops; /* the hop count each of them declared (in from's block) */
+	bool ended;         /* its subscription ended: found by id, matching nothing */
 	int nfrom, from_cap;
 	uint64_t hash; /* of (origin, sub_id), in by_id */
 	struct interest *next, *prev;
@@ -58,8 +59,9 @@ void route_end(struct route_table *t, struct interest *i);
 /* Unlink only (it is found no more); free it later with route_free. */
 void route_detach(struct route_table *t, struct interest *i);
 void route_free(struct interest *i);
-/* A peer declared it (again: no change); false without memory. */
-bool route_from_add(struct interest *i, void *peer);
+/* A peer declared it at `hops` (again: its count is updated); false
+ * without memory. */
+bool route_from_add(struct interest *i, void *peer, uint64_t hops);
 /* The peer no longer declares it; false if it did not. */
 bool route_from_remove(struct interest *i, void *peer);
 /* fn(arg, i) for each interest whose expression matches key (or, for an

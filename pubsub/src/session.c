@@ -389,6 +389,32 @@ static void note_parked(struct session *s, struct src *src);
 enum dropped { DROP_NONE, DROP_KEPT, DROP_MOVED, DROP_GONE };
 
 /*
+ * i's route (from[0]) is new, or declares it at a new count: this node's
+ * count follows, and every link it declares i to hears the new one. A
+ * route that leads round a cycle with no subscriber at its end (its node
+ * broke off, and the routers moved their routes onto each other) counts
+ * up at every turn; past MAX_HOPS i is withdrawn everywhere and unlinked,
+ * for the caller to free. Returns whether the count changed.
+ */
+static bool
+recount(struct session *s, struct interest *i)
+{
+	uint64_t hops = (uint64_t)i->from_hops[0] + 1;
+
+	if (hops == i->hops) {
+		return false;
+	}
+	i->hops = hops;
+	if (hops > MAX_HOPS) {
+		spread(s, i, false, NULL);
+		route_detach(&s->routes, i);
+	} else {
+		spread(s, i, true, i->from[0]);
+	}
+	return true;
+}
+
+/*
  * Link c no longer leads to interest i: its UNSUB, or c is gone.
  * DROP_NONE: c did not declare it. DROP_GONE: no link leads to it any
  * more; the UNSUB went on to the other links and i is unlinked, for the
@@ -397,7 +423,8 @@ enum dropped { DROP_NONE, DROP_KEPT, DROP_MOVED, DROP_GONE };
  * own declaration there (a link is told an interest only while it is not
  * the route to it): two routers in a cycle that each declared it to the
  * other would otherwise keep it through each other once its subscriber is
- * gone. And c, if it withdrew but is still connected, is told it.
+ * gone. And c, if it withdrew but is still connected, is told it. The
+ * count moves with the route (recount), and may end it: DROP_GONE.
  */
 static enum dropped
 drop_link(struct session *s, struct interest *i, struct conn *c)
@@ -417,6 +444,9 @@ drop_link(struct session *s, struct interest *i, struct conn *c)
 	}
 	if (conn_state(i->from[0]) == CONN_READY) {
 		send_sub(i->from[0], i, false);
+	}
+	if (recount(s, i)) {
+		return i->hops > MAX_HOPS ? DROP_GONE : DROP_MOVED;
 	}
 	/* and c, still up but no longer the way to it, is told, as every link
 	 * but the route is: its own way to the subscriber has gone, this one
@@ -460,7 +490,7 @@ end_interest(struct session *s, struct interest *i, struct conn *by)
 		if (c != by && i->local == NULL) {
 			/* without memory for the answers it goes at once, and a
 			 * stale SUB may bring it back */
-			tracked &= route_from_add(i, c);
+			tracked &= route_from_add(i, c, 0);
 		}
 	}
 	route_end(&s->routes, i);
@@ -653,14 +683,21 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		return 0; /* sent before c heard it ended */
 	}
 	if (i != NULL) {
-		return route_from_add(i, c) ? 0 : TERN_ENOMEM;
+		if (!route_from_add(i, c, m->u.sub.hops)) {
+			return TERN_ENOMEM;
+		}
+		if (i->local == NULL && i->from[0] == c && recount(s, i) && i->hops > MAX_HOPS) {
+			update_matching(s, i->keyexpr, i->ke_len);
+			route_free(i);
+		}
+		return 0;
 	}
 	if (m->u.sub.hops >= MAX_HOPS) {
 		return 0;
 	}
 	i = route_add(&s->routes, o->p, o->len, m->u.sub.sub_id, m->u.sub.keyexpr.p,
 	              m->u.sub.keyexpr.len, m->u.sub.hops + 1);
-	if (i == NULL || !route_from_add(i, c)) {
+	if (i == NULL || !route_from_add(i, c, m->u.sub.hops)) {
 		if (i != NULL) {
 			route_remove(&s->routes, i);
 		}

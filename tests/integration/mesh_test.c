@@ -8,7 +8,7 @@
  *    other). Several rounds, as which router hears a declaration first
  *    varies from run to run;
  *  - the same when the subscriber's node leaves with its subscription
- *    open;
+ *    open, and when it is killed;
  *  - a subscriber's node connected to two routers, which one of them
  *    heard of first through the other: when it leaves, that router stops
  *    sending toward the other router what only the subscriber wanted;
@@ -20,6 +20,7 @@
  * goals.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -310,6 +311,65 @@ test_multihomed_subscriber_leaves(void **state)
 }
 
 /*
+ * The subscriber's side of test_subscriber_killed_triangle, in a process of
+ * its own: a node on the address read from in subscribes to mesh/(all),
+ * receives one message, writes a byte on out, and waits to be killed.
+ */
+static void
+killed_process(int in, int out)
+{
+	char bound[256], go = 1;
+	tern_node *s;
+	tern_sub *sub;
+	tern_msg m;
+
+	if (read(in, bound, sizeof(bound)) != (ssize_t)sizeof(bound)) {
+		_exit(1);
+	}
+	s = open_node("mesh-sub", TERN_MODE_PEER);
+	if (tern_node_connect(s, bound) != 0 || tern_node_wait_peers(s, 1, WAIT_MS) != 0 ||
+	    tern_sub_open(&sub, s, "mesh/**", NULL, NULL) != 0 ||
+	    tern_sub_recv(sub, &m, WAIT_MS) != 0 || write(out, &go, 1) != 1) {
+		_exit(1);
+	}
+	for (;;) {
+		pause();
+	}
+}
+
+/*
+ * The subscriber's node dies (SIGKILL: no UNSUB, no GOODBYE). r2 loses its
+ * only link to it, and r0 or r1 may have declared the subscription back to
+ * r2 through the other: the routers' routes then point round the triangle.
+ * The count they declare climbs at every turn until it passes the bound,
+ * and the subscription goes (before, it stayed, matched, in 7 rounds of 20).
+ */
+static void
+test_subscriber_killed_triangle(void **state)
+{
+	(void)state;
+	for (int round = 0; round < ROUNDS; round++) {
+		struct triangle t;
+		struct child sub;
+		char go;
+
+		child_start(&sub, killed_process);
+		triangle_open(&t);
+		assert_int_equal(write(sub.to, t.bound[2], sizeof(t.bound[2])),
+		                 (ssize_t)sizeof(t.bound[2]));
+		assert_int_equal(wait_matched(t.pub, 1), 1);
+		assert_int_equal(tern_publish(t.pub, &round, sizeof(round)), 0);
+		assert_int_equal(read(sub.from, &go, 1), 1); /* it has the message */
+		kill(sub.pid, SIGKILL);
+		assert_int_equal(waitpid(sub.pid, NULL, 0), sub.pid);
+		close(sub.to);
+		close(sub.from);
+		assert_int_equal(wait_matched(t.pub, 0), 0);
+		triangle_close(&t);
+	}
+}
+
+/*
  * Routers r0, r2, r3, r4 in a line r3 - r0 - r2 - r4, the publisher's node
  * on r2, and a subscriber's node on r4 that then also connects to r3. When
  * r4 closes, r2 loses its way to the subscriber and withdraws it; r0 moves
@@ -387,6 +447,7 @@ main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_unsubscribe_in_triangle),
 	    cmocka_unit_test(test_subscriber_leaves_triangle),
+	    cmocka_unit_test(test_subscriber_killed_triangle),
 	    cmocka_unit_test(test_multihomed_subscriber_leaves),
 	    cmocka_unit_test(test_router_leaves_on_one_path),
 	};
