@@ -268,6 +268,55 @@ peer_pongs(struct fixture *f)
 	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
 }
 
+/* A PONG from the peer for a PING sent at token (our monotonic clock),
+ * answered when the peer's wall clock read time_us. */
+static void
+peer_pong(struct fixture *f, uint64_t token, uint64_t time_us)
+{
+	struct ctl_msg m = {.type = CTL_PONG};
+	struct wire_frame h = {.type = WIRE_CONTROL};
+	uint8_t body[CTL_MSG_MAX], frame[CTL_MSG_MAX + WIRE_HDR_MAX];
+	size_t n;
+
+	m.u.token = token;
+	m.u.time_us = time_us;
+	h.len = (uint64_t)ctl_encode(&m, body, sizeof(body));
+	n = wire_header_encode(frame, &h);
+	memcpy(frame + n, body, h.len);
+	assert_int_equal(write(f->peer, frame, n + h.len), (ssize_t)(n + h.len));
+	conn_on_event(f->c, EPOLLIN);
+	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
+}
+
+/*
+ * A peer on the same clock whose PONG came late in its round trip (the
+ * PING waited behind data): the offset it suggests is within that round
+ * trip's uncertainty, so stamps are left alone, even though it is beyond
+ * half the shortest round trip seen. A real offset, well beyond, is
+ * applied. Timing slack (a preempted test) only shrinks the suggestion.
+ */
+static void
+test_clock_offset_within_its_uncertainty(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t ms = 1000;
+	uint64_t stamp = clock_wall_us();
+	int64_t moved;
+
+	make_ready(f);
+	f->c->got_preamble = true;
+	/* 100 ms round trip, answered in the middle: no offset */
+	peer_pong(f, clock_us() - 100 * ms, clock_wall_us() - 50 * ms);
+	assert_true(conn_local_stamp(f->c, stamp) == stamp);
+	/* 130 ms, answered 5 ms before the end: 60 ms suggested, 65 uncertain */
+	peer_pong(f, clock_us() - 130 * ms, clock_wall_us() - 5 * ms);
+	assert_true(conn_local_stamp(f->c, stamp) == stamp);
+	/* the peer's clock 10 s ahead: its stamps come back by that much */
+	peer_pong(f, clock_us() - 100 * ms, clock_wall_us() - 50 * ms + 10000 * ms);
+	moved = (int64_t)(stamp - conn_local_stamp(f->c, stamp));
+	assert_true(moved > 9900 * (int64_t)ms && moved < 10100 * (int64_t)ms);
+}
+
 /*
  * A connection that outlives 2^20 channels names its next channel with an
  * id a peer accepts (1 to 2^20), and never with one it closed after the
@@ -326,6 +375,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_work_listed_once_until_taken, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_channel_ids_come_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_connection_gives_back_out, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_clock_offset_within_its_uncertainty, setup,
+	                                    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1362,6 +1362,7 @@ note_offset(struct conn *c, uint64_t token, uint64_t now, uint64_t time_us)
 		return;
 	}
 	c->clock_offset_us = (int64_t)(time_us - wall_mid);
+	c->offset_err_us = rtt / 2;
 	if (c->offset_rtt_us == 0 || rtt < c->offset_rtt_us) {
 		c->offset_rtt_us = rtt > 0 ? rtt : 1;
 	}
@@ -1373,7 +1374,7 @@ conn_local_stamp(const struct conn *c, uint64_t peer_stamp_us)
 	int64_t off = c->clock_offset_us;
 	uint64_t mag = off < 0 ? (uint64_t)-off : (uint64_t)off;
 
-	if (c->offset_rtt_us == 0 || mag <= c->offset_rtt_us / 2) {
+	if (c->offset_rtt_us == 0 || mag <= c->offset_err_us) {
 		return peer_stamp_us;
 	}
 	return peer_stamp_us - (uint64_t)off;

@@ -107,10 +107,11 @@ struct conn {
 	uint64_t slow_check_ms; /* when the channels were last looked at for a slow consumer */
 	uint64_t rtt_us;        /* shortest round trip seen by PING/PONG, 0 until measured */
 	/* I/O thread: the peer's wall clock minus ours, in microseconds, from
-	 * the PONG with the shortest round trip (offset_rtt_us, 0: none yet);
-	 * accurate to half that round trip */
+	 * a PONG whose round trip was within 1.5 times the shortest seen
+	 * (offset_rtt_us, 0: none yet); accurate to offset_err_us, half the
+	 * round trip of that PONG */
 	int64_t clock_offset_us;
-	uint64_t offset_rtt_us;
+	uint64_t offset_rtt_us, offset_err_us;
 
 	pthread_mutex_t wlock;
 	uint8_t *out;
