@@ -248,26 +248,6 @@ no_queued(void *owner, struct outchan *oc, size_t len, bool before)
 
 static const struct outchan_ops chan_ops = {.wake = no_wake, .queued = no_queued};
 
-/* The peer's PONG, as read from the socket: it answers every PING written
- * so far, so what was closed before them may be named again. */
-static void
-peer_pongs(struct fixture *f)
-{
-	struct ctl_msg m = {.type = CTL_PONG};
-	struct wire_frame h = {.type = WIRE_CONTROL};
-	uint8_t body[CTL_MSG_MAX], frame[CTL_MSG_MAX + WIRE_HDR_MAX];
-	size_t n;
-
-	m.u.token = clock_us();
-	m.u.time_us = clock_wall_us();
-	h.len = (uint64_t)ctl_encode(&m, body, sizeof(body));
-	n = wire_header_encode(frame, &h);
-	memcpy(frame + n, body, h.len);
-	assert_int_equal(write(f->peer, frame, n + h.len), (ssize_t)(n + h.len));
-	conn_on_event(f->c, EPOLLIN);
-	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
-}
-
 /* A PONG from the peer for a PING sent at token (our monotonic clock),
  * answered when the peer's wall clock read time_us. */
 static void
@@ -286,6 +266,14 @@ peer_pong(struct fixture *f, uint64_t token, uint64_t time_us)
 	assert_int_equal(write(f->peer, frame, n + h.len), (ssize_t)(n + h.len));
 	conn_on_event(f->c, EPOLLIN);
 	assert_int_not_equal(conn_state(f->c), CONN_DEAD);
+}
+
+/* The peer's PONG, as read from the socket: it answers every PING written
+ * so far, so what was closed before them may be named again. */
+static void
+peer_pongs(struct fixture *f)
+{
+	peer_pong(f, clock_us(), clock_wall_us());
 }
 
 /*
