@@ -390,28 +390,28 @@ enum dropped { DROP_NONE, DROP_KEPT, DROP_MOVED, DROP_GONE };
 
 /*
  * i's route (from[0]) is new, or declares it at a new count: this node's
- * count follows, and every link it declares i to hears the new one. A
- * route that leads round a cycle with no subscriber at its end (its node
- * broke off, and the routers moved their routes onto each other) counts
- * up at every turn; past MAX_HOPS i is withdrawn everywhere and unlinked,
- * for the caller to free. Returns whether the count changed.
+ * count follows, and every link it declares i to hears the new one
+ * (DROP_MOVED; DROP_NONE: no change). A route that leads round a cycle
+ * with no subscriber at its end (its node broke off, and the routers moved
+ * their routes onto each other) counts up at every turn; past MAX_HOPS i
+ * is withdrawn everywhere and unlinked, for the caller to free (DROP_GONE).
  */
-static bool
+static enum dropped
 recount(struct session *s, struct interest *i)
 {
 	uint64_t hops = (uint64_t)i->from_hops[0] + 1;
 
 	if (hops == i->hops) {
-		return false;
+		return DROP_NONE;
 	}
 	i->hops = hops;
 	if (hops > MAX_HOPS) {
 		spread(s, i, false, NULL);
 		route_detach(&s->routes, i);
-	} else {
-		spread(s, i, true, i->from[0]);
+		return DROP_GONE;
 	}
-	return true;
+	spread(s, i, true, i->from[0]);
+	return DROP_MOVED;
 }
 
 /*
@@ -430,6 +430,7 @@ static enum dropped
 drop_link(struct session *s, struct interest *i, struct conn *c)
 {
 	bool first = i->nfrom > 0 && i->from[0] == c;
+	enum dropped d;
 
 	if (i->local != NULL || !route_from_remove(i, c)) {
 		return DROP_NONE;
@@ -445,8 +446,8 @@ drop_link(struct session *s, struct interest *i, struct conn *c)
 	if (conn_state(i->from[0]) == CONN_READY) {
 		send_sub(i->from[0], i, false);
 	}
-	if (recount(s, i)) {
-		return i->hops > MAX_HOPS ? DROP_GONE : DROP_MOVED;
+	if ((d = recount(s, i)) != DROP_NONE) {
+		return d;
 	}
 	/* and c, still up but no longer the way to it, is told, as every link
 	 * but the route is: its own way to the subscriber has gone, this one
@@ -455,6 +456,13 @@ drop_link(struct session *s, struct interest *i, struct conn *c)
 		send_sub(c, i, true);
 	}
 	return DROP_MOVED;
+}
+
+/* Is this origin this node? */
+static bool
+is_own(const struct session *s, const struct ctl_str *origin)
+{
+	return origin->len == strlen(s->cfg->id) && memcmp(origin->p, s->cfg->id, origin->len) == 0;
 }
 
 /* Did i's own node send this on c? */
@@ -483,7 +491,7 @@ end_interest(struct session *s, struct interest *i, struct conn *by)
 	i->nfrom = 0;
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
-		if (conn_state(c) != CONN_READY || (i->local == NULL && from_origin(c, i))) {
+		if (conn_state(c) != CONN_READY || from_origin(c, i)) {
 			continue;
 		}
 		send_end(c, origin, i->sub_id, c == by ? CTL_UNSUB_ENDED_ACK : CTL_UNSUB_ENDED);
@@ -671,7 +679,7 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		return tern__error(TERN_EPROTO, "peer declared a bad key expression: %s",
 		                   tern_last_error());
 	}
-	if (o->len == strlen(s->cfg->id) && memcmp(o->p, s->cfg->id, o->len) == 0) {
+	if (is_own(s, o)) {
 		return 0; /* our own subscription came back around */
 	}
 	if (!acl_allows(s->cfg, c->identity, ACL_SUB, m->u.sub.keyexpr.p, m->u.sub.keyexpr.len)) {
@@ -686,7 +694,7 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		if (!route_from_add(i, c, m->u.sub.hops)) {
 			return TERN_ENOMEM;
 		}
-		if (i->local == NULL && i->from[0] == c && recount(s, i) && i->hops > MAX_HOPS) {
+		if (i->local == NULL && i->from[0] == c && recount(s, i) == DROP_GONE) {
 			update_matching(s, i->keyexpr, i->ke_len);
 			route_free(i);
 		}
@@ -715,7 +723,7 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 	struct interest *i = route_find(&s->routes, o->p, o->len, m->u.sub.sub_id);
 	enum dropped d;
 
-	if (o->len == strlen(s->cfg->id) && memcmp(o->p, s->cfg->id, o->len) == 0) {
+	if (is_own(s, o)) {
 		return 0; /* our own, which we ended ourselves */
 	}
 	if (m->u.sub.end == CTL_UNSUB_ENDED && (i == NULL || !i->ended)) {

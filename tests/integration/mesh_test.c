@@ -35,36 +35,10 @@
 #include "tern/tern.h"
 
 #include "../child.h"
+#include "nodes.h"
 
-#define WAIT_MS 30000
+#define WAIT_MS NODES_WAIT_MS
 #define ROUNDS  50
-
-static tern_node *
-open_node(const char *id, int mode)
-{
-	tern_config cfg;
-	tern_node *n;
-
-	tern_config_init(&cfg);
-	cfg.id = id;
-	cfg.mode = mode;
-	cfg.log_level = TERN_LOG_ERROR;
-	assert_int_equal(tern_node_open(&n, &cfg), 0);
-	return n;
-}
-
-/* Wait (bounded) until pub's match count is `want`; the count at the end. */
-static int
-wait_matched(tern_pub *pub, int want)
-{
-	int n = tern_pub_matched(pub);
-
-	for (int w = 0; w < WAIT_MS && n != want; w++) {
-		usleep(1000);
-		n = tern_pub_matched(pub);
-	}
-	return n;
-}
 
 struct triangle {
 	tern_node *r[3], *p;

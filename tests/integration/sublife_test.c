@@ -39,7 +39,9 @@
 #include "tern/tern.h"
 #include "wire.h"
 
-#define WAIT_MS 30000
+#include "nodes.h"
+
+#define WAIT_MS NODES_WAIT_MS
 
 struct raw {
 	int fd;
@@ -57,20 +59,6 @@ now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static tern_node *
-open_node(const char *id, int mode)
-{
-	tern_config cfg;
-	tern_node *n;
-
-	tern_config_init(&cfg);
-	cfg.id = id;
-	cfg.mode = mode;
-	cfg.log_level = TERN_LOG_ERROR;
-	assert_int_equal(tern_node_open(&n, &cfg), 0);
-	return n;
 }
 
 static struct ctl_str
@@ -264,18 +252,6 @@ send_unsub(struct raw *r, const char *origin, uint64_t id, uint64_t end)
 	m.u.sub.sub_id = id;
 	m.u.sub.end = end;
 	raw_send(r, &m);
-}
-
-static int
-wait_matched(tern_pub *pub, int want)
-{
-	int n = tern_pub_matched(pub);
-
-	for (int w = 0; w < WAIT_MS && n != want; w++) {
-		usleep(1000);
-		n = tern_pub_matched(pub);
-	}
-	return n;
 }
 
 /*
