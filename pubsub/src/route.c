@@ -142,6 +142,17 @@ route_from_add(struct interest *i, void *peer, uint64_t hops)
 	return true;
 }
 
+int
+route_from_index(const struct interest *i, const void *peer)
+{
+	for (int k = 0; k < i->nfrom; k++) {
+		if (i->from[k] == peer) {
+			return k;
+		}
+	}
+	return -1;
+}
+
 bool
 route_from_remove(struct interest *i, void *peer)
 {

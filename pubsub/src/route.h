@@ -62,6 +62,8 @@ void route_free(struct interest *i);
 /* A peer declared it at `hops` (again: its count is updated); false
  * without memory. */
 bool route_from_add(struct interest *i, void *peer, uint64_t hops);
+/* Where peer is in i->from (0: i's route), or -1. */
+int route_from_index(const struct interest *i, const void *peer);
 /* The peer no longer declares it; false if it did not. */
 bool route_from_remove(struct interest *i, void *peer);
 /* fn(arg, i) for each interest whose expression matches key (or, for an

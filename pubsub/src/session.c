@@ -57,10 +57,31 @@ struct sink {
 	struct refusal refusal; /* a peer refused the subscription (acl) */
 };
 
+/*
+ * The routers whose messages a channel does not carry on: each of them
+ * declared to this node every subscription the channel serves, at a count
+ * no greater than this node's, so its own route to them neither starts
+ * nor passes here and it sends them its messages itself (docs/PROTOCOL.md,
+ * "Routing"). At most SKIP_MAX: a shorter list costs a duplicate, which
+ * the receiver drops, never a loss.
+ */
+#define SKIP_MAX 2
+struct skip {
+	const struct conn *v[SKIP_MAX];
+	uint8_t n;
+};
+
 struct out {
 	struct outchan *oc;
 	struct conn *conn;
-	bool withdrawn; /* put aside because conn withdrew what it served */
+	struct skip skip; /* remote sources only */
+	bool withdrawn;   /* put aside because conn withdrew what it served */
+};
+
+/* src_update's scratch: a connection the key goes to, and its skip list */
+struct want {
+	struct conn *conn;
+	struct skip skip;
 };
 
 /* A source of messages: a local publisher, or a remote one seen on the wire. */
@@ -151,7 +172,7 @@ struct session {
 	struct hmap remote_ids; /* remote sources by (publisher, instance) */
 	struct src **parked_v;  /* sources that keep frames for an absent peer */
 	int nparked, parked_cap;
-	struct conn **want; /* src_update's scratch: the connections a key goes to */
+	struct want *want; /* src_update's scratch: the connections a key goes to */
 	int nwant, want_cap;
 	struct sink *sinks;
 	struct sink **held; /* pull subscribers whose queue lock this thread holds */
@@ -198,7 +219,7 @@ push_ptr(void ***arr, int *n, int *cap, void *p)
 }
 
 static bool
-push_out(struct src *s, struct outchan *oc, struct conn *c)
+push_out(struct src *s, struct outchan *oc, const struct want *w)
 {
 	if (s->nouts == s->outs_cap) {
 		int nc = s->outs_cap ? s->outs_cap * 2 : 1; /* most keys have one */
@@ -220,7 +241,8 @@ push_out(struct src *s, struct outchan *oc, struct conn *c)
 	}
 	s->outs[s->nouts].oc = oc;
 	s->outs[s->nouts].withdrawn = false;
-	s->outs[s->nouts++].conn = c;
+	s->outs[s->nouts].skip = w->skip;
+	s->outs[s->nouts++].conn = w->conn;
 	return true;
 }
 
@@ -691,11 +713,20 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		return 0; /* sent before c heard it ended */
 	}
 	if (i != NULL) {
+		int f = route_from_index(i, c);
+		bool news = f < 0 || i->from_hops[f] != m->u.sub.hops;
+		enum dropped d = DROP_NONE;
 		if (!route_from_add(i, c, m->u.sub.hops)) {
 			return TERN_ENOMEM;
 		}
-		if (i->local == NULL && i->from[0] == c && recount(s, i) == DROP_GONE) {
+		if (i->local == NULL && i->from[0] == c) {
+			d = recount(s, i);
+		}
+		if (d != DROP_NONE || (news && c->peer_router && i->from[0] != c)) {
+			/* a new count here, or c's: the skip lists change */
 			update_matching(s, i->keyexpr, i->ke_len);
+		}
+		if (d == DROP_GONE) {
 			route_free(i);
 		}
 		return 0;
@@ -781,9 +812,21 @@ on_ready(void *arg, struct conn *c)
 /* ---- delivery of remote messages (inchan ops, I/O thread) ---- */
 
 static bool
+skipped(const struct out *o, const struct conn *from)
+{
+	for (int k = 0; k < o->skip.n; k++) {
+		if (o->skip.v[k] == from) {
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool
 onward(struct session *s, const struct out *o, const struct conn *from)
 {
-	return o->conn != from && conn_state(o->conn) == CONN_READY && carries(s, from, o->conn);
+	return o->conn != from && conn_state(o->conn) == CONN_READY && carries(s, from, o->conn) &&
+	       !skipped(o, from);
 }
 
 static bool
@@ -1095,11 +1138,63 @@ static const struct outchan_ops src_outchan_ops = {.wake = src_wake, .queued = s
 /* ---- routes ---- */
 
 /* The interests a key meets give the route: the local subscribers, and
- * the connections their first-heard links go through (s->want). */
+ * the connections their first-heard links go through (s->want), each with
+ * the routers that declared all of the interests it serves. */
 struct want_args {
 	struct session *s;
 	struct src *src;
 };
+
+/* Did router c declare i here at a count that keeps its route off this
+ * node? A route through here would count at least one more than i's. */
+static bool
+around(const struct interest *i, int f)
+{
+	return f > 0 && ((const struct conn *)i->from[f])->peer_router &&
+	       i->from_hops[f] <= i->hops;
+}
+
+/* The routers other than its route that declared i around this node. */
+static void
+skip_init(struct skip *k, const struct interest *i)
+{
+	k->n = 0;
+	for (int f = 1; f < i->nfrom && k->n < SKIP_MAX; f++) {
+		if (around(i, f)) {
+			k->v[k->n++] = i->from[f];
+		}
+	}
+}
+
+/* Keep only the routers that declared i around this node too. */
+static void
+skip_meet(struct skip *k, const struct interest *i)
+{
+	uint8_t n = 0;
+
+	for (int a = 0; a < k->n; a++) {
+		if (around(i, route_from_index(i, k->v[a]))) {
+			k->v[n++] = k->v[a];
+		}
+	}
+	k->n = n;
+}
+
+static bool
+push_want(struct session *s, struct conn *c)
+{
+	if (s->nwant == s->want_cap) {
+		int nc = s->want_cap ? s->want_cap * 2 : 4;
+		struct want *a = realloc(s->want, (size_t)nc * sizeof(*a));
+		if (a == NULL) {
+			return false;
+		}
+		s->want = a;
+		s->want_cap = nc;
+	}
+	s->want[s->nwant++].conn = c;
+	return true;
+}
 
 static void
 want_one(void *arg, struct interest *i)
@@ -1112,23 +1207,26 @@ want_one(void *arg, struct interest *i)
 	}
 	if (i->nfrom > 0) {
 		for (int k = 0; k < s->nwant; k++) {
-			if (s->want[k] == i->from[0]) {
+			if (s->want[k].conn == i->from[0]) {
+				skip_meet(&s->want[k].skip, i);
 				return;
 			}
 		}
-		push_ptr((void ***)&s->want, &s->nwant, &s->want_cap, i->from[0]);
+		if (push_want(s, i->from[0])) {
+			skip_init(&s->want[s->nwant - 1].skip, i);
+		}
 	}
 }
 
-static bool
+static const struct want *
 wanted(const struct session *s, const struct conn *c)
 {
 	for (int k = 0; k < s->nwant; k++) {
-		if (s->want[k] == c) {
-			return true;
+		if (s->want[k].conn == c) {
+			return &s->want[k];
 		}
 	}
-	return false;
+	return NULL;
 }
 
 static void
@@ -1198,8 +1296,9 @@ out_failed(struct session *s, struct src *src, struct conn *c)
 }
 
 static void
-out_open(struct session *s, struct src *src, struct conn *c)
+out_open(struct session *s, struct src *src, const struct want *w)
 {
+	struct conn *c = w->conn;
 	struct ctl_msg open = {.type = CTL_OPEN};
 	struct outchan *oc;
 	uint64_t dropped = 0;
@@ -1216,7 +1315,7 @@ out_open(struct session *s, struct src *src, struct conn *c)
 		out_failed(s, src, c);
 		return;
 	}
-	if (!push_out(src, oc, c)) {
+	if (!push_out(src, oc, w)) {
 		conn_close_outchan(c, oc, true);
 		tern__error(TERN_ENOMEM, "out of memory");
 		out_failed(s, src, c);
@@ -1277,7 +1376,9 @@ src_update(struct session *s, struct src *src)
 	route_visit(&s->routes, src->key, src->key_len, want_one, &wa);
 	for (int k = 0; k < src->nouts;) {
 		struct out *o = &src->outs[k];
-		if (conn_state(o->conn) == CONN_READY && wanted(s, o->conn)) {
+		const struct want *w = wanted(s, o->conn);
+		if (conn_state(o->conn) == CONN_READY && w != NULL) {
+			o->skip = w->skip;
 			k++;
 			continue;
 		}
@@ -1295,9 +1396,9 @@ src_update(struct session *s, struct src *src)
 	}
 	/* update_due is set while a closing channel waits: this runs again */
 	for (int k = 0; k < s->nwant; k++) {
-		if (conn_state(s->want[k]) == CONN_READY && !has_out(src, s->want[k]) &&
-		    !closing_to_peer(src, s->want[k])) {
-			out_open(s, src, s->want[k]);
+		struct conn *c = s->want[k].conn;
+		if (conn_state(c) == CONN_READY && !has_out(src, c) && !closing_to_peer(src, c)) {
+			out_open(s, src, &s->want[k]);
 		}
 	}
 	atomic_store(&src->has_parked, src->parked != NULL);
@@ -1640,9 +1741,9 @@ on_gone(void *arg, struct conn *c)
 				update_matching(s, i->keyexpr, i->ke_len);
 			}
 			route_free(i);
-		} else if (d == DROP_MOVED) {
-			/* without memory to note it, it moves when its sources next
-			 * change */
+		} else if (d == DROP_MOVED || (d == DROP_KEPT && c->peer_router)) {
+			/* moved, or c leaves skip lists; without memory to note it,
+			 * that happens when its sources next change */
 			push_ptr((void ***)&moved, &nmoved, &moved_cap, i);
 		}
 		i = next;

@@ -13,7 +13,9 @@
  *    heard of first through the other: when it leaves, that router stops
  *    sending toward the other router what only the subscriber wanted;
  *  - a router on one of two paths to a subscriber leaves: the publisher
- *    reaches it by the other.
+ *    reaches it by the other;
+ *  - a subscriber behind every router: each gets every message once, in
+ *    order, whichever routes the routers chose.
  *
  * Nodes live in this process and talk over 127.0.0.1. Every wait is
  * bounded and fails rather than hangs; bounds are generous, never timing
@@ -415,6 +417,70 @@ test_router_leaves_on_one_path(void **state)
 	}
 }
 
+/*
+ * A subscriber's node on each router, the publisher on r0. A router does
+ * not carry on toward a subscription a message from a router that
+ * declared that subscription to it at a count no greater than its own
+ * (that router's route to it does not pass here): each subscriber must
+ * still get every message once, in order, whichever routes the routers
+ * chose, crossed ones included (r0 reaching r1's subscriber through r2 and
+ * r2's through r1, say, when declarations relayed by one router arrived
+ * before the other's own). A rule that skipped any router that declared
+ * the subscription lost messages there: a router took the copy it was
+ * told to skip, and then dropped as a duplicate the one it needed. Several
+ * rounds, with new subscribers each, see several of those choices.
+ */
+static void
+test_fanout_in_triangle(void **state)
+{
+	static const char *sid[3] = {"mesh-sub0", "mesh-sub1", "mesh-sub2"};
+	enum { MESSAGES = 50, FAN_ROUNDS = 10 };
+	struct triangle t;
+
+	(void)state;
+	triangle_open(&t);
+	for (int round = 0; round < FAN_ROUNDS; round++) {
+		tern_node *s[3];
+		tern_sub *sub[3];
+		tern_msg m;
+
+		for (int i = 0; i < 3; i++) {
+			s[i] = open_node(sid[i], TERN_MODE_PEER);
+			assert_int_equal(tern_node_connect(s[i], t.bound[i]), 0);
+			assert_int_equal(tern_node_wait_peers(s[i], 1, WAIT_MS), 0);
+			assert_int_equal(tern_sub_open(&sub[i], s[i], "mesh/x", NULL, NULL), 0);
+		}
+		/* the publisher counts its node's one link, not the subscribers:
+		 * probes (negative) until each subscriber has one */
+		for (int i = 0; i < 3; i++) {
+			int got = -1;
+			for (int w = 0; w < WAIT_MS / 100 && got != 0; w++) {
+				int probe = -1;
+				assert_int_equal(tern_publish(t.pub, &probe, sizeof(probe)), 0);
+				got = tern_sub_recv(sub[i], &m, 100);
+			}
+			assert_int_equal(got, 0);
+		}
+		for (int k = 0; k < MESSAGES; k++) {
+			assert_int_equal(tern_publish(t.pub, &k, sizeof(k)), 0);
+		}
+		for (int i = 0; i < 3; i++) {
+			for (int k = 0; k < MESSAGES; k++) {
+				do {
+					assert_int_equal(tern_sub_recv(sub[i], &m, WAIT_MS), 0);
+				} while (*(const int *)m.data < 0);
+				assert_int_equal(*(const int *)m.data, k);
+			}
+		}
+		for (int i = 0; i < 3; i++) {
+			tern_sub_close(sub[i]);
+			tern_node_close(s[i]);
+		}
+		assert_int_equal(wait_matched(t.pub, 0), 0);
+	}
+	triangle_close(&t);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -424,6 +490,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_subscriber_killed_triangle),
 	    cmocka_unit_test(test_multihomed_subscriber_leaves),
 	    cmocka_unit_test(test_router_leaves_on_one_path),
+	    cmocka_unit_test(test_fanout_in_triangle),
 	};
 
 	if (argc > 1) {
