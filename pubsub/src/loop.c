@@ -52,6 +52,11 @@
  */
 #define LINGER_US 100
 
+/* Rounds the I/O thread gives up, yielding, to loop_run callers in a row
+ * before it waits for its turn: a run of declarations goes on without a
+ * wake-up each, and the sockets are still looked at between runs. */
+#define RUN_TRIES 64
+
 /* While calls keep coming, the sockets are still looked at this often. */
 #define CALLS_POLL_NS 20000
 #define TICK_NS       10000000ull
@@ -119,6 +124,10 @@ struct loop {
 	atomic_bool missed;   /* a publisher wrote itself: polling would have paid */
 	atomic_bool stop;
 
+	/* Held by the I/O thread while it works (not while it waits in
+	 * epoll_wait or spins), and by a loop_run caller while its function
+	 * runs: either of them has what "I/O thread" marks to itself. */
+	pthread_mutex_t run_lock;
 	pthread_mutex_t lock; /* calls, ready_peers */
 	pthread_cond_t cond;
 	struct call *calls;
@@ -259,6 +268,27 @@ loop_call(struct loop *l, int (*fn)(void *arg), void *arg)
 	}
 	wait_done(l, &c);
 	return c.rc;
+}
+
+int
+loop_run(struct loop *l, int (*fn)(void *arg), void *arg)
+{
+	int rc;
+
+	if (!l->started || loop_on_thread(l)) {
+		return fn(arg);
+	}
+	pthread_mutex_lock(&l->run_lock);
+	rc = fn(arg);
+	pthread_mutex_unlock(&l->run_lock);
+	/* what fn queued for a connection is seen by a thread that polls, or
+	 * that goes to sleep after this (it looks for pending work first); one
+	 * asleep in epoll_wait is woken for it, and only for it: a run of
+	 * declarations on a node with no peers wakes nobody */
+	if (atomic_load(&l->sleeping) && atomic_load(&l->work_head) != NULL) {
+		loop_wake(l);
+	}
+	return rc;
 }
 
 /* True if any call ran: calls are work, and the next one is likely to
@@ -760,7 +790,16 @@ poll_events(struct loop *l, int64_t timeout_us)
 	struct epoll_event evs[64];
 	struct timespec ts = {.tv_sec = timeout_us / 1000000,
 	                      .tv_nsec = timeout_us % 1000000 * 1000};
-	int n = epoll_pwait2(l->epfd, evs, 64, timeout_us < 0 ? NULL : &ts, NULL);
+	int n;
+
+	if (timeout_us == 0) {
+		n = epoll_pwait2(l->epfd, evs, 64, &ts, NULL);
+	} else {
+		/* loop_run callers go on while this thread waits */
+		pthread_mutex_unlock(&l->run_lock);
+		n = epoll_pwait2(l->epfd, evs, 64, timeout_us < 0 ? NULL : &ts, NULL);
+		pthread_mutex_lock(&l->run_lock);
+	}
 
 	for (int i = 0; i < n; i++) {
 		int *kind = evs[i].data.ptr;
@@ -948,7 +987,7 @@ io_main(void *arg)
 	struct loop *l = arg;
 	struct pace pace = {.last_busy = clock_ns(), .score = SPIN_SCORE};
 	uint64_t last_timers = 0;
-	unsigned idle_rounds = 0;
+	unsigned idle_rounds = 0, run_busy = 0;
 	bool spinning = false, linger = false;
 
 	while (!atomic_load(&l->stop)) {
@@ -961,7 +1000,20 @@ io_main(void *arg)
 				continue;
 			}
 		}
-		if (one_round(l, &last_timers)) {
+		/* a loop_run caller has it: its function is done within
+		 * microseconds, and another follows; a thread that waited here
+		 * would cost each of them a wake-up */
+		if (pthread_mutex_trylock(&l->run_lock) != 0) {
+			if (++run_busy < RUN_TRIES) {
+				sched_yield();
+				continue;
+			}
+			pthread_mutex_lock(&l->run_lock);
+		}
+		run_busy = 0;
+		bool busy = one_round(l, &last_timers);
+		pthread_mutex_unlock(&l->run_lock);
+		if (busy) {
 			pace_busy(&pace);
 			idle_rounds = 0;
 			linger = true;
@@ -988,8 +1040,11 @@ io_main(void *arg)
 		}
 		spin_slot_give(l, &spinning);
 		idle_rounds = 0;
+		pthread_mutex_lock(&l->run_lock);
 		bool slept = !linger && l->delay_until_ns == 0;
-		if (idle(l, &linger)) {
+		bool woke = idle(l, &linger);
+		pthread_mutex_unlock(&l->run_lock);
+		if (woke) {
 			pace_busy(&pace); /* events came while lingering */
 		} else if (slept) {
 			/* a timer tick is not traffic: sleep again soon */
@@ -1017,6 +1072,7 @@ loop_open(struct loop **out, const tern_config *cfg, const struct logger *log, u
 	l->ops = ops;
 	l->arg = arg;
 	l->wake_kind = EV_WAKE;
+	pthread_mutex_init(&l->run_lock, NULL);
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -1048,6 +1104,7 @@ loop_open(struct loop **out, const tern_config *cfg, const struct logger *log, u
 		if (rc != 0) {
 			close(l->epfd);
 			close(l->wakefd);
+			pthread_mutex_destroy(&l->run_lock);
 			pthread_mutex_destroy(&l->lock);
 			pthread_cond_destroy(&l->cond);
 			free(l);
@@ -1338,6 +1395,7 @@ loop_close(struct loop *l)
 	tls_ctx_free(l->env.tls);
 	close(l->epfd);
 	close(l->wakefd);
+	pthread_mutex_destroy(&l->run_lock);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->cond);
 	free(l);

@@ -9,11 +9,15 @@
  * through an eventfd.
  *
  * Threads: everything here belongs to the I/O thread, except
- *  - loop_call, loop_wake, loop_wait_peers, loop_close and the flags
- *    `sleeping` and `spinning`, which other threads use;
+ *  - loop_call, loop_run, loop_wake, loop_wait_peers, loop_close and the
+ *    flags `sleeping` and `spinning`, which other threads use;
  *  - `lock` guards `calls` and `ready_peers`.
- * The upward calls (struct loop_ops) run on the I/O thread with no lock of
- * this module held.
+ * The I/O thread holds `run_lock` while it works, and lets go of it only
+ * while it waits for events or spins: a loop_run caller that holds it has
+ * the I/O thread's state to itself, and what "I/O thread" means below and
+ * in the modules above is "the I/O thread, or a loop_run function".
+ * The upward calls (struct loop_ops) run on the I/O thread with run_lock
+ * held and no other lock of this module.
  */
 #ifndef TERN_LOOP_H
 #define TERN_LOOP_H
@@ -58,6 +62,12 @@ void loop_close(struct loop *l);
 /* Run fn on the I/O thread and return its result (at once when called
  * there). */
 int loop_call(struct loop *l, int (*fn)(void *arg), void *arg);
+/* Run fn on the calling thread while the I/O thread waits (run_lock), and
+ * wake it if it sleeps: for the calls that come in runs (declarations),
+ * each of which would otherwise wait for that thread to be scheduled. fn
+ * must not depend on running on the I/O thread itself (loop_on_thread is
+ * false in it). */
+int loop_run(struct loop *l, int (*fn)(void *arg), void *arg);
 void loop_wake(struct loop *l);
 bool loop_on_thread(const struct loop *l);
 /* The I/O thread polls without sleeping: it sees queued data at once. */

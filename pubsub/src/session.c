@@ -2308,7 +2308,7 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 	pthread_mutex_init(&l->wait_lock, NULL);
 	pthread_cond_init(&l->wait_cond, NULL);
 	a.src = src;
-	if (loop_call(s->loop, do_pub_open, &a) != 0) {
+	if (loop_run(s->loop, do_pub_open, &a) != 0) {
 		pthread_mutex_destroy(&l->send_lock);
 		pthread_mutex_destroy(&l->route_lock);
 		pthread_mutex_destroy(&l->wait_lock);
@@ -2440,7 +2440,7 @@ session_pub_close(struct session *s, struct src *src)
 	if ((refused_code = refusal_error(&l->refusal)) != 0) {
 		snprintf(refused, sizeof(refused), "%s", l->refusal.reason);
 	}
-	loop_call(s->loop, do_pub_close, &a);
+	loop_run(s->loop, do_pub_close, &a);
 	lost = atomic_load(&src->undelivered);
 	pthread_mutex_destroy(&l->send_lock);
 	pthread_mutex_destroy(&l->route_lock);
@@ -2537,7 +2537,7 @@ session_sub_open(struct session *s, const char *keyexpr, tern_sub_fn fn, void *a
 		return TERN_ENOMEM;
 	}
 	a.sink = k;
-	if ((rc = loop_call(s->loop, do_sub_open, &a)) != 0) {
+	if ((rc = loop_run(s->loop, do_sub_open, &a)) != 0) {
 		subq_free(&k->q);
 		free(k->keyexpr);
 		free(k);
@@ -2621,8 +2621,8 @@ session_sub_close(struct session *s, struct sink *k)
 	struct sub_args a = {.session = s, .sink = k};
 
 	atomic_store(&k->closing, true);
-	loop_call(s->loop, do_sub_close, &a);
-	while (loop_call(s->loop, sink_in_use, &a)) {
+	loop_run(s->loop, do_sub_close, &a);
+	while (loop_run(s->loop, sink_in_use, &a)) {
 		struct timespec ts = {0, 200000};
 		nanosleep(&ts, NULL);
 	}

@@ -24,9 +24,12 @@
  *    publisher works from its copy, the I/O thread does not free a channel
  *    the copy names: it marks it detached and finishes the change once the
  *    publisher is done;
- *  - lock order: send lock, then a subscriber queue's lock, the route
- *    lock, a connection's wlock, then the wait lock (a leaf). The I/O
- *    thread never waits for a send lock (it tries it).
+ *  - lock order: the loop's run lock (loop.h: held by the I/O thread
+ *    while it works, and by the declarations and closes that loop_run
+ *    runs on their caller's thread; taken with no other lock held), send
+ *    lock, then a subscriber queue's lock, the route lock, a connection's
+ *    wlock, then the wait lock (a leaf). The I/O thread never waits for a
+ *    send lock (it tries it).
  *  - callbacks: a remote message's on the I/O thread; a local publisher's
  *    on the publishing thread, inside tern_publish.
  */
