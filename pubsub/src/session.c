@@ -1717,6 +1717,7 @@ on_gone(void *arg, struct conn *c)
 	struct interest **moved = NULL;
 	struct src **srcs = NULL;
 	int nmoved = 0, moved_cap = 0, nsrcs = 0, srcs_cap = 0;
+	bool every = false;
 
 	while (i != NULL) {
 		struct interest *next = i->next;
@@ -1742,9 +1743,10 @@ on_gone(void *arg, struct conn *c)
 			}
 			route_free(i);
 		} else if (d == DROP_MOVED || (d == DROP_KEPT && c->peer_router)) {
-			/* moved, or c leaves skip lists; without memory to note it,
-			 * that happens when its sources next change */
-			push_ptr((void ***)&moved, &nmoved, &moved_cap, i);
+			/* moved, or c leaves skip lists; without memory to note
+			 * it, every source is brought up to date below (a skip
+			 * list must not name a connection that is gone) */
+			every |= !push_ptr((void ***)&moved, &nmoved, &moved_cap, i);
 		}
 		i = next;
 	}
@@ -1764,8 +1766,16 @@ on_gone(void *arg, struct conn *c)
 	for (int k = 0; k < nsrcs; k++) {
 		src_update(s, srcs[k]);
 	}
-	for (int k = 0; k < nmoved; k++) {
+	for (int k = 0; k < nmoved && !every; k++) {
 		update_matching(s, moved[k]->keyexpr, moved[k]->ke_len);
+	}
+	/* every source, as update_matching would reach it (a releasing one
+	 * too), reserved keys included */
+	for (struct src *src = every ? s->pubs : NULL; src != NULL; src = src->next) {
+		src_update(s, src);
+	}
+	for (struct src *src = every ? s->remote : NULL; src != NULL; src = src->next) {
+		src_update(s, src);
 	}
 	free(srcs);
 	free(moved);
