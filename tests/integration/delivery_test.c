@@ -8,7 +8,10 @@
  *  - a callback that replies with tern_publish (request/reply), with and
  *    without a pull subscriber on the reply key in the same node;
  *  - a publisher blocked on a stalled subscriber does not stop its node's
- *    I/O thread from serving everything else.
+ *    I/O thread from serving everything else;
+ *  - publishers and subscriptions opened and closed on other threads while
+ *    a reliable stream flows (declarations run on their caller's thread,
+ *    under the loop's run lock) cost the stream nothing.
  *
  * Nodes live in this process and talk over 127.0.0.1. Every wait is bounded
  * and fails rather than hangs; bounds are generous, never timing goals. The
@@ -855,6 +858,135 @@ test_blocked_publisher(void **state)
 	free(t);
 }
 
+/* ---- declarations on other threads, under traffic ---- */
+
+#define CHURN_ROUNDS   1000
+#define CHURN_MESSAGES 200000
+#define CHURN_WAIT_MS  30000
+
+struct churn {
+	tern_node *node;
+	int id;
+	atomic_int *failed;
+};
+
+/* Open a subscription and a publisher on a key of its own, publish one
+ * message, get it back, close both: CHURN_ROUNDS times. */
+static void *
+churn_main(void *arg)
+{
+	struct churn *c = arg;
+
+	for (int i = 0; i < CHURN_ROUNDS && atomic_load(c->failed) == 0; i++) {
+		char key[64];
+		tern_sub *sub;
+		tern_pub *pub;
+		tern_msg m;
+
+		snprintf(key, sizeof(key), "churn/%d/%d", c->id, i);
+		if (tern_sub_open(&sub, c->node, key, NULL, NULL) != 0) {
+			atomic_store(c->failed, 1);
+			break;
+		}
+		if (tern_pub_open(&pub, c->node, key, TERN_RELIABLE) != 0) {
+			atomic_store(c->failed, 2);
+			tern_sub_close(sub);
+			break;
+		}
+		if (tern_publish(pub, &i, sizeof(i)) != 0 ||
+		    tern_sub_recv(sub, &m, CHURN_WAIT_MS) != 0 || m.len != sizeof(i) ||
+		    memcmp(m.data, &i, sizeof(i)) != 0) {
+			atomic_store(c->failed, 3);
+		}
+		if (tern_pub_close(pub) != 0) {
+			atomic_store(c->failed, 4);
+		}
+		tern_sub_close(sub);
+	}
+	return NULL;
+}
+
+struct churn_stream {
+	tern_pub *pub;
+	atomic_int rc;
+};
+
+static void *
+stream_main(void *arg)
+{
+	struct churn_stream *st = arg;
+
+	for (uint32_t i = 0; i < CHURN_MESSAGES; i++) {
+		int rc = tern_publish(st->pub, &i, sizeof(i));
+		if (rc != 0) {
+			atomic_store(&st->rc, rc);
+			break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Node a streams CHURN_MESSAGES reliable messages to a pull subscriber on
+ * node b, while two threads on a and one on b open and close publishers
+ * and subscriptions (each declaration a route change on both nodes, each
+ * close an end spread to the other). The stream arrives whole and in
+ * order, and every declaration works.
+ */
+static void
+test_declare_under_traffic(void **state)
+{
+	tern_config ca, cb;
+	char bound[256];
+	atomic_int failed = 0;
+	struct churn ch[3];
+	struct churn_stream st = {.rc = 0};
+	pthread_t churners[3], streamer;
+	tern_node *a, *b;
+	tern_sub *sub;
+	tern_msg m;
+	(void)state;
+
+	log_reset();
+	config(&ca, "churn-a");
+	config(&cb, "churn-b");
+	a = open_listening(&ca, bound, sizeof(bound));
+	b = open_node(&cb);
+	assert_int_equal(tern_node_connect(b, bound), 0);
+	assert_int_equal(tern_node_wait_peers(b, 1, CHURN_WAIT_MS), 0);
+	assert_int_equal(tern_sub_open(&sub, b, "stream/main", NULL, NULL), 0);
+	assert_int_equal(tern_pub_open(&st.pub, a, "stream/main", TERN_RELIABLE), 0);
+	wait_matched(st.pub, 1);
+
+	for (int k = 0; k < 3; k++) {
+		ch[k] = (struct churn){k < 2 ? a : b, k, &failed};
+		assert_int_equal(pthread_create(&churners[k], NULL, churn_main, &ch[k]), 0);
+	}
+	assert_int_equal(pthread_create(&streamer, NULL, stream_main, &st), 0);
+	for (uint32_t i = 0; i < CHURN_MESSAGES; i++) {
+		uint32_t got;
+		if (tern_sub_recv(sub, &m, CHURN_WAIT_MS) != 0) {
+			FAIL_LOG("message %u of the stream did not come\n", i);
+		}
+		memcpy(&got, m.data, sizeof(got));
+		if (got != i) {
+			FAIL_LOG("message %u of the stream came as %u\n", i, got);
+		}
+	}
+	pthread_join(streamer, NULL);
+	for (int k = 0; k < 3; k++) {
+		pthread_join(churners[k], NULL);
+	}
+	assert_int_equal(atomic_load(&st.rc), 0);
+	assert_int_equal(atomic_load(&failed), 0);
+	expect_no_connection_trouble();
+
+	assert_int_equal(tern_pub_close(st.pub), 0);
+	tern_sub_close(sub);
+	tern_node_close(b);
+	tern_node_close(a);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -865,6 +997,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_reply_from_callback),
 	    cmocka_unit_test(test_reply_from_callback_pull),
 	    cmocka_unit_test(test_blocked_publisher),
+	    cmocka_unit_test(test_declare_under_traffic),
 	};
 
 	if (argc > 1) {
