@@ -75,15 +75,19 @@ die(const char *what)
 	exit(1);
 }
 
-static tern_node *
-node_open(const char *id)
+tern_node *
+scale_node(const char *id, int mode, void (*tune)(tern_config *cfg))
 {
 	tern_config cfg;
 	tern_node *n;
 
 	tern_config_init(&cfg);
 	cfg.id = id;
+	cfg.mode = mode;
 	cfg.log_level = TERN_LOG_ERROR;
+	if (tune != NULL) {
+		tune(&cfg);
+	}
 	if (tern_node_open(&n, &cfg) != 0) {
 		die("open a node");
 	}
@@ -110,7 +114,7 @@ declare_pubs(tern_node *n, long keys, double *seconds)
 static int
 cmd_declare(long keys)
 {
-	tern_node *n = node_open("scale-declare");
+	tern_node *n = scale_node("scale-declare", TERN_MODE_PEER, NULL);
 	long rss0 = status_kib("VmRSS"), rss1, rss2, rss3;
 	tern_sub **subs = calloc((size_t)keys, sizeof(*subs));
 	double tp, ts, t0;
@@ -148,7 +152,7 @@ cmd_declare(long keys)
 static void
 subscriber(int port_fd, int result_fd, double idle_s)
 {
-	tern_node *n = node_open("scale-sub");
+	tern_node *n = scale_node("scale-sub", TERN_MODE_PEER, NULL);
 	char bound[128];
 	tern_sub *sub;
 	tern_msg m;
@@ -206,7 +210,7 @@ stream_one(long keys, double seconds, size_t size, double ref)
 		fprintf(stderr, "tern-scale: the subscriber did not start\n");
 		exit(1);
 	}
-	tern_node *n = node_open("scale-pub");
+	tern_node *n = scale_node("scale-pub", TERN_MODE_PEER, NULL);
 	double declare_s, t0, deadline, start = now_s();
 	if (tern_node_connect(n, bound) != 0 || tern_node_wait_peers(n, 1, 10000) != 0) {
 		die("connect");
@@ -265,22 +269,6 @@ stream_one(long keys, double seconds, size_t size, double ref)
  * before any subscription, after the publishers were declared, and after
  * N subscriptions on S (one per key, which R then holds too).
  */
-static tern_node *
-node_mode(const char *id, int mode)
-{
-	tern_config cfg;
-	tern_node *n;
-
-	tern_config_init(&cfg);
-	cfg.id = id;
-	cfg.mode = mode;
-	cfg.log_level = TERN_LOG_ERROR;
-	if (tern_node_open(&n, &cfg) != 0) {
-		die("open a node");
-	}
-	return n;
-}
-
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -292,7 +280,7 @@ cmp_double(const void *a, const void *b)
 static int
 cmd_arrival(long keys)
 {
-	tern_node *r = node_mode("scale-router", TERN_MODE_ROUTER), *p, *sn;
+	tern_node *r = scale_node("scale-router", TERN_MODE_ROUTER, NULL), *p, *sn;
 	char bound[128], ke[64];
 	double ms[21];
 	tern_sub *sub;
@@ -301,8 +289,8 @@ cmd_arrival(long keys)
 	if (tern_node_listen(r, "tcp://127.0.0.1:0", bound, sizeof(bound)) != 0) {
 		die("listen");
 	}
-	p = node_mode("scale-pub", TERN_MODE_PEER);
-	sn = node_mode("scale-sub", TERN_MODE_PEER);
+	p = scale_node("scale-pub", TERN_MODE_PEER, NULL);
+	sn = scale_node("scale-sub", TERN_MODE_PEER, NULL);
 	if (tern_node_connect(p, bound) != 0 || tern_node_connect(sn, bound) != 0 ||
 	    tern_node_wait_peers(r, 2, 10000) != 0) {
 		die("connect");
@@ -378,7 +366,7 @@ cmd_idle(long keys)
 		return 1;
 	}
 	if ((router = fork()) == 0) {
-		tern_node *r = node_mode("scale-router", TERN_MODE_ROUTER);
+		tern_node *r = scale_node("scale-router", TERN_MODE_ROUTER, NULL);
 		if (tern_node_listen(r, "tcp://127.0.0.1:0", bound, sizeof(bound)) != 0 ||
 		    write(pfd[1], bound, strlen(bound) + 1) < 0) {
 			die("router");
@@ -391,7 +379,7 @@ cmd_idle(long keys)
 		return 1;
 	}
 	if ((subscriber = fork()) == 0) {
-		tern_node *sn = node_mode("scale-sub", TERN_MODE_PEER);
+		tern_node *sn = scale_node("scale-sub", TERN_MODE_PEER, NULL);
 		tern_sub *sub;
 		if (tern_node_connect(sn, bound) != 0 || tern_node_wait_peers(sn, 1, 10000) != 0 ||
 		    tern_sub_open(&sub, sn, "k/**", NULL, NULL) != 0) {
@@ -402,7 +390,7 @@ cmd_idle(long keys)
 		tern_node_close(sn);
 		exit(0);
 	}
-	tern_node *p = node_mode("scale-pub", TERN_MODE_PEER);
+	tern_node *p = scale_node("scale-pub", TERN_MODE_PEER, NULL);
 	double declare_s;
 	if (tern_node_connect(p, bound) != 0 || tern_node_wait_peers(p, 1, 10000) != 0) {
 		die("connect");

@@ -191,30 +191,25 @@ on_log(void *arg, int level, const char *line)
 static uint32_t keepalive_ms; /* 0: the library's default */
 static long burst = 1;        /* messages to one publisher before the next */
 
+static void
+tune(tern_config *cfg)
+{
+	if (keepalive_ms != 0) {
+		cfg->keepalive_ms = keepalive_ms;
+	}
+	if (cfg->mode == TERN_MODE_PEER) {
+		cfg->log_level = TERN_LOG_INFO;
+		cfg->log_fn = on_log;
+		/* a thousand telemetry threads would take the CPU from the router
+		 * under measure, which keeps its own */
+		cfg->telemetry_interval_ms = 0;
+	}
+}
+
 static tern_node *
 node_open(const char *id, int mode)
 {
-	tern_config cfg;
-	tern_node *n;
-
-	tern_config_init(&cfg);
-	cfg.id = id;
-	cfg.mode = mode;
-	cfg.log_level = TERN_LOG_ERROR;
-	if (keepalive_ms != 0) {
-		cfg.keepalive_ms = keepalive_ms;
-	}
-	if (mode == TERN_MODE_PEER) {
-		cfg.log_level = TERN_LOG_INFO;
-		cfg.log_fn = on_log;
-		/* a thousand telemetry threads would take the CPU from the router
-		 * under measure, which keeps its own */
-		cfg.telemetry_interval_ms = 0;
-	}
-	if (tern_node_open(&n, &cfg) != 0) {
-		die("open a node");
-	}
-	return n;
+	return scale_node(id, mode, tune);
 }
 
 /* Enough descriptors for every peer here and every connection at the

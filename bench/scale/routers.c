@@ -130,21 +130,16 @@ write_full(int fd, const void *buf, size_t len)
 	return true;
 }
 
+static void
+no_telemetry(tern_config *cfg)
+{
+	cfg->telemetry_interval_ms = 0;
+}
+
 static tern_node *
 node_open(const char *id, int mode)
 {
-	tern_config cfg;
-	tern_node *n;
-
-	tern_config_init(&cfg);
-	cfg.id = id;
-	cfg.mode = mode;
-	cfg.log_level = TERN_LOG_ERROR;
-	cfg.telemetry_interval_ms = 0;
-	if (tern_node_open(&n, &cfg) != 0) {
-		die("open a node");
-	}
-	return n;
+	return scale_node(id, mode, no_telemetry);
 }
 
 /* The per-connection "messages_in" of the stats JSON, summed: they count

@@ -5,6 +5,13 @@
 #ifndef TERN_SCALE_H
 #define TERN_SCALE_H
 
+#include <tern/tern.h>
+
+/* A node named id in mode, logging errors only, once tune (if not NULL)
+ * has changed its configuration; the process ends, saying why, if it
+ * cannot open. */
+tern_node *scale_node(const char *id, int mode, void (*tune)(tern_config *cfg));
+
 /* tern-scale peers [--peers N] [--seconds S] [--size B] [--idle S] */
 int scale_peers(int argc, char **argv);
 

@@ -114,16 +114,26 @@ route_remove(struct route_table *t, struct interest *dead)
 	route_free(dead);
 }
 
+int
+route_from_index(const struct interest *i, const void *peer)
+{
+	for (int k = 0; k < i->nfrom; k++) {
+		if (i->from[k] == peer) {
+			return k;
+		}
+	}
+	return -1;
+}
+
 bool
 route_from_add(struct interest *i, void *peer, uint64_t hops)
 {
 	uint8_t h = hops > UINT8_MAX ? UINT8_MAX : (uint8_t)hops;
+	int k = route_from_index(i, peer);
 
-	for (int k = 0; k < i->nfrom; k++) {
-		if (i->from[k] == peer) {
-			i->from_hops[k] = h;
-			return true;
-		}
+	if (k >= 0) {
+		i->from_hops[k] = h;
+		return true;
 	}
 	if (i->nfrom == i->from_cap) {
 		/* one block: the peers, then their counts */
@@ -142,30 +152,18 @@ route_from_add(struct interest *i, void *peer, uint64_t hops)
 	return true;
 }
 
-int
-route_from_index(const struct interest *i, const void *peer)
-{
-	for (int k = 0; k < i->nfrom; k++) {
-		if (i->from[k] == peer) {
-			return k;
-		}
-	}
-	return -1;
-}
-
 bool
 route_from_remove(struct interest *i, void *peer)
 {
-	for (int k = 0; k < i->nfrom; k++) {
-		if (i->from[k] == peer) {
-			memmove(i->from + k, i->from + k + 1,
-			        (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
-			memmove(i->from_hops + k, i->from_hops + k + 1, (size_t)(i->nfrom - k - 1));
-			i->nfrom--;
-			return true;
-		}
+	int k = route_from_index(i, peer);
+
+	if (k < 0) {
+		return false;
 	}
-	return false;
+	memmove(i->from + k, i->from + k + 1, (size_t)(i->nfrom - k - 1) * sizeof(*i->from));
+	memmove(i->from_hops + k, i->from_hops + k + 1, (size_t)(i->nfrom - k - 1));
+	i->nfrom--;
+	return true;
 }
 
 struct visit_args {

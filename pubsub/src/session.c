@@ -202,17 +202,28 @@ cstr(const char *s)
 	return r;
 }
 
+/* Room in *arr (of *cap elements of `size`) for element n, doubling from
+ * one (most keys have one of everything); false without memory. */
 static bool
-push_ptr(void ***arr, int *n, int *cap, void *p)
+room_for(void **arr, int n, int *cap, size_t size)
 {
-	if (*n == *cap) {
-		int nc = *cap ? *cap * 2 : 1; /* most keys have one */
-		void **a = realloc(*arr, (size_t)nc * sizeof(void *));
+	if (n == *cap) {
+		int nc = *cap ? *cap * 2 : 1;
+		void *a = realloc(*arr, (size_t)nc * size);
 		if (a == NULL) {
 			return false;
 		}
 		*arr = a;
 		*cap = nc;
+	}
+	return true;
+}
+
+static bool
+push_ptr(void ***arr, int *n, int *cap, void *p)
+{
+	if (!room_for((void **)arr, *n, cap, sizeof(void *))) {
+		return false;
 	}
 	(*arr)[(*n)++] = p;
 	return true;
@@ -1180,22 +1191,6 @@ skip_meet(struct skip *k, const struct interest *i)
 	k->n = n;
 }
 
-static bool
-push_want(struct session *s, struct conn *c)
-{
-	if (s->nwant == s->want_cap) {
-		int nc = s->want_cap ? s->want_cap * 2 : 4;
-		struct want *a = realloc(s->want, (size_t)nc * sizeof(*a));
-		if (a == NULL) {
-			return false;
-		}
-		s->want = a;
-		s->want_cap = nc;
-	}
-	s->want[s->nwant++].conn = c;
-	return true;
-}
-
 static void
 want_one(void *arg, struct interest *i)
 {
@@ -1212,8 +1207,9 @@ want_one(void *arg, struct interest *i)
 				return;
 			}
 		}
-		if (push_want(s, i->from[0])) {
-			skip_init(&s->want[s->nwant - 1].skip, i);
+		if (room_for((void **)&s->want, s->nwant, &s->want_cap, sizeof(*s->want))) {
+			s->want[s->nwant].conn = i->from[0];
+			skip_init(&s->want[s->nwant++].skip, i);
 		}
 	}
 }
@@ -1418,6 +1414,19 @@ static void
 update_matching(struct session *s, const char *ke, size_t ke_len)
 {
 	ketree_visit(&s->srcs, ke, ke_len, update_one, s);
+}
+
+/* Bring up to date the route of every source, local and remote (a
+ * releasing one too), reserved keys included. */
+static void
+update_all(struct session *s)
+{
+	for (struct src *src = s->pubs; src != NULL; src = src->next) {
+		src_update(s, src);
+	}
+	for (struct src *src = s->remote; src != NULL; src = src->next) {
+		src_update(s, src);
+	}
 }
 
 static void
@@ -1769,13 +1778,8 @@ on_gone(void *arg, struct conn *c)
 	for (int k = 0; k < nmoved && !every; k++) {
 		update_matching(s, moved[k]->keyexpr, moved[k]->ke_len);
 	}
-	/* every source, as update_matching would reach it (a releasing one
-	 * too), reserved keys included */
-	for (struct src *src = every ? s->pubs : NULL; src != NULL; src = src->next) {
-		src_update(s, src);
-	}
-	for (struct src *src = every ? s->remote : NULL; src != NULL; src = src->next) {
-		src_update(s, src);
+	if (every) {
+		update_all(s);
 	}
 	free(srcs);
 	free(moved);

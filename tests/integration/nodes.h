@@ -12,16 +12,24 @@
 
 #define NODES_WAIT_MS 30000
 
+/* A configuration with an id and a mode, quiet but for errors: for a test
+ * that changes more before it opens the node. */
+static inline void
+node_config(tern_config *cfg, const char *id, int mode)
+{
+	tern_config_init(cfg);
+	cfg->id = id;
+	cfg->mode = mode;
+	cfg->log_level = TERN_LOG_ERROR;
+}
+
 static inline tern_node *
 open_node(const char *id, int mode)
 {
 	tern_config cfg;
 	tern_node *n;
 
-	tern_config_init(&cfg);
-	cfg.id = id;
-	cfg.mode = mode;
-	cfg.log_level = TERN_LOG_ERROR;
+	node_config(&cfg, id, mode);
 	assert_int_equal(tern_node_open(&n, &cfg), 0);
 	return n;
 }

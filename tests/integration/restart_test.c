@@ -25,6 +25,7 @@
 #include "tern/tern.h"
 
 #include "../sanitized.h"
+#include "nodes.h"
 
 #ifdef TERN_TEST_SANITIZED
 #define KEYS 10000
@@ -50,16 +51,14 @@ on_msg(void *arg, const tern_msg *m)
 	atomic_fetch_add(&received, 1);
 }
 
+/* Redials quickly (the router comes back within the test), no telemetry. */
 static tern_node *
-open_node(const char *id, int mode)
+open_redialing(const char *id, int mode)
 {
 	tern_config cfg;
 	tern_node *n;
 
-	tern_config_init(&cfg);
-	cfg.id = id;
-	cfg.mode = mode;
-	cfg.log_level = TERN_LOG_ERROR;
+	node_config(&cfg, id, mode);
 	cfg.reconnect_max_ms = 500;
 	cfg.telemetry_interval_ms = 0;
 	assert_int_equal(tern_node_open(&n, &cfg), 0);
@@ -97,10 +96,10 @@ test_router_restart_keeps_every_subscription(void **state)
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(ep, sizeof(ep), "unix://%s/router.sock", dir);
-	r = open_node("restart-router", TERN_MODE_ROUTER);
+	r = open_redialing("restart-router", TERN_MODE_ROUTER);
 	assert_int_equal(tern_node_listen(r, ep, NULL, 0), 0);
-	s = open_node("restart-sub", TERN_MODE_PEER);
-	p = open_node("restart-pub", TERN_MODE_PEER);
+	s = open_redialing("restart-sub", TERN_MODE_PEER);
+	p = open_redialing("restart-pub", TERN_MODE_PEER);
 	assert_int_equal(tern_node_connect(s, ep), 0);
 	assert_int_equal(tern_node_connect(p, ep), 0);
 	for (long i = 0; i < KEYS; i++) {
@@ -116,7 +115,7 @@ test_router_restart_keeps_every_subscription(void **state)
 		usleep(10000);
 	}
 	assert_int_equal(tern_pub_matched(pubs[KEYS - 1]), 0);
-	r = open_node("restart-router", TERN_MODE_ROUTER);
+	r = open_redialing("restart-router", TERN_MODE_ROUTER);
 	assert_int_equal(tern_node_listen(r, ep, NULL, 0), 0);
 	assert_int_equal(tern_node_wait_peers(r, 2, WAIT_MS), 0);
 	long matched = wait_all_matched(pubs);
