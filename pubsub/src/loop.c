@@ -53,8 +53,9 @@
 #define LINGER_US 100
 
 /* Rounds the I/O thread gives up, yielding, to loop_run callers in a row
- * before it waits for its turn: a run of declarations goes on without a
- * wake-up each, and the sockets are still looked at between runs. */
+ * before it waits for its turn (and then goes first, see io_lock): a run of
+ * declarations goes on without a wake-up each, and the sockets are still
+ * looked at during it. */
 #define RUN_TRIES 64
 
 /* While calls keep coming, the sockets are still looked at this often. */
@@ -128,7 +129,8 @@ struct loop {
 	 * epoll_wait or spins), and by a loop_run caller while its function
 	 * runs: either of them has what "I/O thread" marks to itself. */
 	pthread_mutex_t run_lock;
-	pthread_mutex_t lock; /* calls, ready_peers */
+	atomic_bool io_waiting; /* the I/O thread waits for run_lock: loop_run lets it go first */
+	pthread_mutex_t lock;   /* calls, ready_peers */
 	pthread_cond_t cond;
 	struct call *calls;
 	atomic_bool has_calls;    /* calls is not empty: seen while polling without the lock */
@@ -270,6 +272,17 @@ loop_call(struct loop *l, int (*fn)(void *arg), void *arg)
 	return c.rc;
 }
 
+/* The I/O thread takes run_lock: ahead of loop_run callers, which would
+ * otherwise take it back each time it is let go and starve this thread of
+ * its reads, PONGs and writes for as long as a run of declarations lasts. */
+static void
+io_lock(struct loop *l)
+{
+	atomic_store(&l->io_waiting, true);
+	pthread_mutex_lock(&l->run_lock);
+	atomic_store(&l->io_waiting, false);
+}
+
 int
 loop_run(struct loop *l, int (*fn)(void *arg), void *arg)
 {
@@ -277,6 +290,9 @@ loop_run(struct loop *l, int (*fn)(void *arg), void *arg)
 
 	if (!l->started || loop_on_thread(l)) {
 		return fn(arg);
+	}
+	while (atomic_load(&l->io_waiting)) {
+		sched_yield();
 	}
 	pthread_mutex_lock(&l->run_lock);
 	rc = fn(arg);
@@ -798,7 +814,7 @@ poll_events(struct loop *l, int64_t timeout_us)
 		/* loop_run callers go on while this thread waits */
 		pthread_mutex_unlock(&l->run_lock);
 		n = epoll_pwait2(l->epfd, evs, 64, timeout_us < 0 ? NULL : &ts, NULL);
-		pthread_mutex_lock(&l->run_lock);
+		io_lock(l);
 	}
 
 	for (int i = 0; i < n; i++) {
@@ -1008,7 +1024,7 @@ io_main(void *arg)
 				sched_yield();
 				continue;
 			}
-			pthread_mutex_lock(&l->run_lock);
+			io_lock(l);
 		}
 		run_busy = 0;
 		bool busy = one_round(l, &last_timers);
@@ -1040,7 +1056,7 @@ io_main(void *arg)
 		}
 		spin_slot_give(l, &spinning);
 		idle_rounds = 0;
-		pthread_mutex_lock(&l->run_lock);
+		io_lock(l);
 		bool slept = !linger && l->delay_until_ns == 0;
 		bool woke = idle(l, &linger);
 		pthread_mutex_unlock(&l->run_lock);
