@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "outchan.h"
+#include "tls.h"
 #include "wire.h"
 
 static void
@@ -350,6 +351,44 @@ test_channel_ids_come_back(void **state)
 	free(closed);
 }
 
+/*
+ * A TLS client that finds a plain listener's preamble already waiting
+ * still says its ClientHello before it gives up: the listener learns from
+ * it that a TLS peer came to its plain port, and can say so. Without it
+ * the listener saw only a connection that closed in silence.
+ */
+static void
+test_tls_client_speaks_before_refusing_plain(void **state)
+{
+	struct fixture *f = *state;
+	uint8_t pre[WIRE_PREAMBLE_LEN], got[64];
+	int sv[2];
+	struct conn *c;
+	ssize_t n;
+
+	assert_int_equal(tls_ctx_new(&f->env.tls, NULL, NULL, NULL, 0), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	c = conn_new(&f->env, sv[0], true, false, "tls://conn-test", &ops, NULL, NULL);
+	assert_non_null(c);
+	assert_int_equal(conn_use_tls(c), 0);
+	/* the plain listener's preamble, sent at once on accept */
+	wire_preamble_encode(pre);
+	assert_int_equal(write(sv[1], pre, sizeof(pre)), (ssize_t)sizeof(pre));
+	conn_start(c);
+	for (int i = 0; i < 10 && conn_state(c) != CONN_DEAD; i++) {
+		conn_on_event(c, EPOLLIN);
+	}
+	assert_int_equal(conn_state(c), CONN_DEAD);
+	assert_non_null(strstr(c->reason, "plain tern node"));
+	n = recv(sv[1], got, sizeof(got), MSG_DONTWAIT);
+	assert_true(n >= 5);
+	assert_int_equal(got[0], 0x16); /* a TLS handshake record */
+	conn_free(c);
+	close(sv[1]);
+	tls_ctx_free(f->env.tls);
+	f->env.tls = NULL;
+}
+
 int
 main(void)
 {
@@ -364,6 +403,8 @@ main(void)
 	    cmocka_unit_test_setup_teardown(test_channel_ids_come_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_connection_gives_back_out, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_clock_offset_within_its_uncertainty, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_tls_client_speaks_before_refusing_plain, setup,
 	                                    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -754,11 +754,15 @@ tls_refuse(struct conn *c, const char *why)
 }
 
 /*
- * Before the TLS handshake reads anything, look at the peer's first bytes
- * without taking them: a plain tern peer starts with the preamble (a
- * listener) or answers with it (a client's listener sends its preamble at
- * once). Returns 1 when the handshake may go on, 0 to wait for bytes, -1
- * when the connection was refused.
+ * Before a TLS listener's handshake reads anything, look at the peer's
+ * first bytes without taking them: a plain tern client starts with the
+ * preamble. Returns 1 when the handshake may go on, 0 to wait for bytes,
+ * -1 when the connection was refused.
+ *
+ * A client does not look: it speaks first, always, even when a plain
+ * listener's preamble is already waiting, so that its ClientHello tells
+ * that listener why it goes (tls_step then finds the preamble where the
+ * handshake failed).
  */
 static int
 tls_peek(struct conn *c)
@@ -766,7 +770,7 @@ tls_peek(struct conn *c)
 	uint8_t pre[WIRE_PREAMBLE_LEN], first[WIRE_PREAMBLE_LEN];
 	ssize_t n;
 
-	if (c->tls_peeked) {
+	if (c->tls_peeked || c->outbound) {
 		return 1;
 	}
 	n = recv(c->fd, first, sizeof(first), MSG_PEEK | MSG_DONTWAIT);
@@ -775,8 +779,7 @@ tls_peek(struct conn *c)
 		return -1;
 	}
 	if (n < 0) {
-		/* a client has to speak first; a server waits for it */
-		return c->outbound ? 1 : 0;
+		return 0; /* the client speaks first */
 	}
 	if (n == 0) {
 		/* a probe that connects and leaves is no refusal: not worth a warning */
@@ -788,18 +791,13 @@ tls_peek(struct conn *c)
 		if (n < 4) {
 			return 0;
 		}
-		if (c->outbound) {
-			tls_refuse(c, PLAIN_PEER);
-		} else {
-			uint8_t alert[16];
-			size_t len = tls_refusal_record(alert, sizeof(alert));
-			/* the plain peer reads this as "TLS here": see parse() */
-			if (send(c->fd, alert, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
-				/* it learns from the closed connection alone */
-			}
-			tls_refuse(c,
-			           "a plain tern peer on a TLS port (it must connect with tls://)");
+		uint8_t alert[16];
+		size_t len = tls_refusal_record(alert, sizeof(alert));
+		/* the plain peer reads this as "TLS here": see parse() */
+		if (send(c->fd, alert, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+			/* it learns from the closed connection alone */
 		}
+		tls_refuse(c, "a plain tern peer on a TLS port (it must connect with tls://)");
 		return -1;
 	}
 	c->tls_peeked = true;
@@ -828,7 +826,7 @@ tls_step(struct conn *c)
 		const uint8_t *first;
 		uint8_t pre[WIRE_PREAMBLE_LEN];
 		wire_preamble_encode(pre);
-		/* the preamble can arrive between our peek and the handshake's read */
+		/* a client met a plain listener: its preamble where a record was due */
 		if (tls_first_bytes(c->tls, &first) >= 4 && memcmp(first, pre, 4) == 0) {
 			snprintf(why, sizeof(why), "%s", PLAIN_PEER);
 		}
