@@ -1238,22 +1238,22 @@ on_data(struct conn *c, const struct wire_frame *f, size_t hlen, const uint8_t *
 	return rc < 0 ? rc : 0;
 }
 
-/* What the send channels share, once HELLO has set the peer's figures:
- * a ring grows without asking the budget up to four batches and the
- * window's worth twice (kept, and more to send). */
+/* What the send channels share, from the peer's HELLO: frame_max and
+ * window as on_hello bounded them; a ring grows without asking the budget
+ * up to four batches and the window's worth twice (kept, and more to send). */
 static void
-set_olink(struct conn *c)
+set_olink(struct conn *c, uint64_t frame_max, uint64_t window)
 {
 	size_t ring_min = 256u << 10;
 
 	if (ring_min < 4ull * c->batch_max) {
 		ring_min = 4ull * c->batch_max;
 	}
-	if (ring_min < 2ull * c->peer_window) {
-		ring_min = 2ull * c->peer_window;
+	if (ring_min < 2ull * window) {
+		ring_min = 2ull * window;
 	}
-	c->olink.frame_max = c->frame_max;
-	c->olink.peer_window = c->peer_window;
+	c->olink.frame_max = (uint32_t)frame_max;
+	c->olink.peer_window = window;
 	c->olink.ring_min = ring_min;
 }
 
@@ -1261,7 +1261,7 @@ static void
 on_hello(struct conn *c, const struct ctl_msg *m)
 {
 	const tern_config *cfg = c->env->cfg;
-	uint64_t frame_max;
+	uint64_t frame_max, window;
 
 	snprintf(c->peer_id, sizeof(c->peer_id), "%.*s", (int)m->u.hello.id.len, m->u.hello.id.p);
 	/* either side asking for low latency makes the connection low-latency */
@@ -1275,19 +1275,18 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	if (frame_max + WIRE_HDR_MAX > c->batch_max) {
 		frame_max = c->batch_max - WIRE_HDR_MAX;
 	}
-	c->frame_max = (uint32_t)frame_max;
 	c->peer_max_message = m->u.hello.max_message;
 	c->peer_router = m->u.hello.mode == TERN_MODE_ROUTER;
 	/* a send ring holds twice the window: no more than the queue allows */
-	c->peer_window = m->u.hello.window;
-	if (c->peer_window > cfg->queue_max_bytes / 2) {
-		c->peer_window = cfg->queue_max_bytes / 2;
+	window = m->u.hello.window;
+	if (window > cfg->queue_max_bytes / 2) {
+		window = cfg->queue_max_bytes / 2;
 	}
-	if (c->peer_window < frame_max + WIRE_HDR_MAX) {
-		c->peer_window = frame_max + WIRE_HDR_MAX;
+	if (window < frame_max + WIRE_HDR_MAX) {
+		window = frame_max + WIRE_HDR_MAX;
 	}
 	c->peer_keepalive_ms = m->u.hello.keepalive_ms;
-	set_olink(c);
+	set_olink(c, frame_max, window);
 	c->got_hello = true;
 	atomic_store(&c->state, CONN_READY);
 	struct ctl_msg ping = {.type = CTL_PING};

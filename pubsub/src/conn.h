@@ -96,9 +96,7 @@ struct conn {
 	bool said_goodbye;  /* the peer left on purpose: nothing to resume */
 	atomic_bool kill;   /* dropped as a slow consumer: nothing to resume */
 	uint32_t batch_max; /* largest write */
-	uint32_t frame_max; /* largest payload in one frame we send */
 	uint64_t peer_max_message;
-	uint64_t peer_window;
 	uint64_t peer_keepalive_ms;
 	uint64_t reasm_budget;
 	uint64_t created_ms, last_rx_ms, last_ping_ms;
