@@ -178,8 +178,6 @@ struct session {
 	struct sink **held; /* pull subscribers whose queue lock this thread holds */
 	int nheld, held_cap, nsinks;
 	bool updates_due;
-	/* the connection whose UNSUB (withdrawn) is being applied, or NULL */
-	struct conn *withdrawn_by;
 	/* where callbacks that publish have filled a queue past its mark: the
 	 * messages that would run them wait (see callbacks_may_run) */
 	struct outchan *congested_out;
@@ -416,7 +414,8 @@ spread(struct session *s, const struct interest *i, bool declare, struct conn *e
 	}
 }
 
-static void update_matching(struct session *s, const char *ke, size_t ke_len);
+static void update_matching(struct session *s, const char *ke, size_t ke_len,
+                            const struct conn *withdrawn_by);
 static void note_parked(struct session *s, struct src *src);
 
 enum dropped { DROP_NONE, DROP_KEPT, DROP_MOVED, DROP_GONE };
@@ -535,7 +534,7 @@ end_interest(struct session *s, struct interest *i, struct conn *by)
 		}
 	}
 	route_end(&s->routes, i);
-	update_matching(s, i->keyexpr, i->ke_len);
+	update_matching(s, i->keyexpr, i->ke_len, NULL);
 	if (i->nfrom == 0 || !tracked) {
 		route_remove(&s->routes, i);
 	}
@@ -735,7 +734,7 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		}
 		if (d != DROP_NONE || (news && c->peer_router && i->from[0] != c)) {
 			/* a new count here, or c's: the skip lists change */
-			update_matching(s, i->keyexpr, i->ke_len);
+			update_matching(s, i->keyexpr, i->ke_len, NULL);
 		}
 		if (d == DROP_GONE) {
 			route_free(i);
@@ -754,7 +753,7 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		return TERN_ENOMEM;
 	}
 	spread(s, i, true, c);
-	update_matching(s, i->keyexpr, i->ke_len);
+	update_matching(s, i->keyexpr, i->ke_len, NULL);
 	return 0;
 }
 
@@ -793,9 +792,7 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 	if ((d = drop_link(s, i, c)) == DROP_NONE) {
 		return 0;
 	}
-	s->withdrawn_by = c;
-	update_matching(s, i->keyexpr, i->ke_len); /* its route may have moved */
-	s->withdrawn_by = NULL;
+	update_matching(s, i->keyexpr, i->ke_len, c); /* its route may have moved */
 	if (d == DROP_GONE) {
 		route_free(i);
 	}
@@ -1358,9 +1355,10 @@ closing_to_peer(const struct src *src, const struct conn *c)
 }
 
 /* Bring a source's route up to date (I/O thread). Channels a publisher may
- * still be using stay, detached, until it is done. */
+ * still be using stay, detached, until it is done. withdrawn_by: the
+ * connection whose UNSUB (withdrawn) is being applied, or NULL. */
 static void
-src_update(struct session *s, struct src *src)
+src_update(struct session *s, struct src *src, const struct conn *withdrawn_by)
 {
 	struct want_args wa = {s, src};
 
@@ -1379,7 +1377,7 @@ src_update(struct session *s, struct src *src)
 			continue;
 		}
 		if (!atomic_exchange(&o->oc->detached, true)) {
-			o->withdrawn = o->conn == s->withdrawn_by;
+			o->withdrawn = o->conn == withdrawn_by;
 		}
 		if (atomic_load(&src->inside)) {
 			atomic_store(&src->update_due, true);
@@ -1402,18 +1400,27 @@ src_update(struct session *s, struct src *src)
 	src_wake(src); /* a publisher waiting on a detached channel gives up on it */
 }
 
+struct update_args {
+	struct session *s;
+	const struct conn *withdrawn_by;
+};
+
 static void
 update_one(void *arg, void *val)
 {
-	src_update(arg, val);
+	struct update_args *a = arg;
+
+	src_update(a->s, val, a->withdrawn_by);
 }
 
 /* Bring up to date the route of every source whose key meets ke: what a
  * subscription that comes, goes or moves changes. */
 static void
-update_matching(struct session *s, const char *ke, size_t ke_len)
+update_matching(struct session *s, const char *ke, size_t ke_len, const struct conn *withdrawn_by)
 {
-	ketree_visit(&s->srcs, ke, ke_len, update_one, s);
+	struct update_args a = {s, withdrawn_by};
+
+	ketree_visit(&s->srcs, ke, ke_len, update_one, &a);
 }
 
 /* Bring up to date the route of every source, local and remote (a
@@ -1422,10 +1429,10 @@ static void
 update_all(struct session *s)
 {
 	for (struct src *src = s->pubs; src != NULL; src = src->next) {
-		src_update(s, src);
+		src_update(s, src, NULL);
 	}
 	for (struct src *src = s->remote; src != NULL; src = src->next) {
-		src_update(s, src);
+		src_update(s, src, NULL);
 	}
 }
 
@@ -1487,7 +1494,7 @@ run_due_updates(struct session *s)
 	s->updates_due = false;
 	for (struct src *src = s->pubs; src != NULL; src = src->next) {
 		if (atomic_load(&src->update_due)) {
-			src_update(s, src);
+			src_update(s, src, NULL);
 			any = true;
 		}
 	}
@@ -1679,7 +1686,7 @@ on_open(struct session *s, struct conn *c, const struct ctl_msg *m)
 	}
 	src->nin++;
 	src->releasing = false;
-	src_update(s, src);
+	src_update(s, src, NULL);
 	return 0;
 }
 
@@ -1748,7 +1755,7 @@ on_gone(void *arg, struct conn *c)
 		d = drop_link(s, i, c);
 		if (d == DROP_GONE) {
 			if (!here) {
-				update_matching(s, i->keyexpr, i->ke_len);
+				update_matching(s, i->keyexpr, i->ke_len, NULL);
 			}
 			route_free(i);
 		} else if (d == DROP_MOVED || (d == DROP_KEPT && c->peer_router)) {
@@ -1773,10 +1780,10 @@ on_gone(void *arg, struct conn *c)
 	}
 	pthread_mutex_unlock(&c->wlock);
 	for (int k = 0; k < nsrcs; k++) {
-		src_update(s, srcs[k]);
+		src_update(s, srcs[k], NULL);
 	}
 	for (int k = 0; k < nmoved && !every; k++) {
-		update_matching(s, moved[k]->keyexpr, moved[k]->ke_len);
+		update_matching(s, moved[k]->keyexpr, moved[k]->ke_len, NULL);
 	}
 	if (every) {
 		update_all(s);
@@ -2288,7 +2295,7 @@ do_pub_open(void *arg)
 		return TERN_ENOMEM;
 	}
 	src_link(&s->pubs, src);
-	src_update(s, src);
+	src_update(s, src, NULL);
 	return 0;
 }
 
@@ -2524,7 +2531,7 @@ do_sub_open(void *arg)
 	s->sinks = k;
 	s->nsinks++;
 	spread(s, i, true, NULL);
-	update_matching(s, k->keyexpr, k->ke_len);
+	update_matching(s, k->keyexpr, k->ke_len, NULL);
 	return 0;
 }
 
