@@ -166,6 +166,19 @@ route_from_remove(struct interest *i, void *peer)
 	return true;
 }
 
+void
+route_from_first(struct interest *i, int k)
+{
+	void *peer = i->from[k];
+	uint8_t h = i->from_hops[k];
+
+	/* the others keep their order: the next route is still the next heard */
+	memmove(i->from + 1, i->from, (size_t)k * sizeof(*i->from));
+	memmove(i->from_hops + 1, i->from_hops, (size_t)k);
+	i->from[0] = peer;
+	i->from_hops[0] = h;
+}
+
 struct visit_args {
 	void (*fn)(void *arg, struct interest *i);
 	void *arg;

@@ -4,8 +4,9 @@
  *
  * A subscription is known by (origin node, sub id). Each interest keeps
  * the peers that declared it, in order of arrival; a message matching it
- * goes only toward the first (from[0]), so the first-heard links form a
- * tree toward the subscriber.
+ * goes only toward the first (from[0]), so those links form a tree toward
+ * the subscriber. The session may move a shorter way to the front
+ * (route_from_first).
  *
  * Interests are found by (origin, sub id) through a hash index, and by
  * key through a key expression tree (ketree.h): what a publication's key
@@ -64,6 +65,8 @@ void route_free(struct interest *i);
 bool route_from_add(struct interest *i, void *peer, uint64_t hops);
 /* Where peer is in i->from (0: i's route), or -1. */
 int route_from_index(const struct interest *i, const void *peer);
+/* The peer at from[k] becomes i's route (from[0]). */
+void route_from_first(struct interest *i, int k);
 /* The peer no longer declares it; false if it did not. */
 bool route_from_remove(struct interest *i, void *peer);
 /* fn(arg, i) for each interest whose expression matches key (or, for an

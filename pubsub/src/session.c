@@ -701,6 +701,65 @@ on_deny(struct session *s, struct conn *c, const struct ctl_msg *m)
 	return 0;
 }
 
+/*
+ * Routes are taken by first arrival; a declaration that comes later by a
+ * shorter way (a smaller count) takes over only while nothing this node
+ * passed on can be under way on the old one. A message sent the new way
+ * could overtake one still on the old way, and the subscriber's node,
+ * which drops what it has seen by sequence number, would drop the older
+ * one as a duplicate. So the move is made only if no source that meets i
+ * has sent anything toward the old route; a local publisher (it publishes
+ * on its own thread, while this runs) holds the route where it is.
+ */
+struct route_use {
+	const struct conn *route;
+	bool used;
+};
+
+static void
+route_use_one(void *arg, void *val)
+{
+	struct route_use *u = arg;
+	const struct src *src = val;
+
+	u->used |= src->local;
+	for (int k = 0; k < src->nouts && !u->used; k++) {
+		const struct outchan *oc = src->outs[k].oc;
+		/* a remote source's channels are fed on this thread: what they
+		 * show is all that was queued (resumed frames set last_seq) */
+		u->used = src->outs[k].conn == u->route &&
+		          (oc->last_seq != 0 || atomic_load(&oc->messages) > 0);
+	}
+}
+
+/* c declared i, which this node forwards: is c's way shorter than i's
+ * route, and may i move onto it? */
+static bool
+shorter_route(struct session *s, const struct interest *i, const struct conn *c)
+{
+	int f = route_from_index(i, c);
+	struct route_use u = {.route = i->nfrom > 0 ? i->from[0] : NULL};
+
+	if (i->local != NULL || f <= 0 || i->from_hops[f] >= i->from_hops[0]) {
+		return false;
+	}
+	ketree_visit(&s->srcs, i->keyexpr, i->ke_len, route_use_one, &u);
+	return !u.used;
+}
+
+/* c becomes i's route. As everywhere, the route is told nothing of i, and
+ * every other link, the old route among them, hears this node's new
+ * count. */
+static enum dropped
+take_route(struct session *s, struct interest *i, struct conn *c)
+{
+	route_from_first(i, route_from_index(i, c));
+	if (conn_state(c) == CONN_READY) {
+		send_sub(c, i, false);
+	}
+	return recount(s, i);
+}
+
 static int
 on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
@@ -731,6 +790,8 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		}
 		if (i->local == NULL && i->from[0] == c) {
 			d = recount(s, i);
+		} else if (shorter_route(s, i, c)) {
+			d = take_route(s, i, c);
 		}
 		if (d != DROP_NONE || (news && c->peer_router && i->from[0] != c)) {
 			/* a new count here, or c's: the skip lists change */
