@@ -29,28 +29,7 @@
 
 #define WAIT_MS NODES_WAIT_MS
 
-/* x opens channel ch for key, as publisher "xp" in its life ch, and sends
- * one message. */
-static void
-raw_publish(struct raw *x, uint64_t ch, const char *key, int value)
-{
-	struct ctl_msg open = {.type = CTL_OPEN};
-	uint8_t buf[WIRE_HDR_MAX + sizeof(value)];
-	struct wire_frame f = {.type = WIRE_DATA, .channel = ch, .len = sizeof(value)};
-	size_t h;
-
-	open.u.open.channel = ch;
-	open.u.open.publisher = S("xp");
-	open.u.open.key = S(key);
-	open.u.open.reliability = TERN_BEST_EFFORT;
-	open.u.open.instance = ch; /* a publisher (name, instance) has one key */
-	raw_send(x, &open);
-	h = wire_header_encode(buf, &f);
-	memcpy(buf + h, &value, sizeof(value));
-	assert_int_equal(write(x->fd, buf, h + sizeof(value)), (ssize_t)(h + sizeof(value)));
-}
-
-/* x sends one more message on its open channel ch. */
+/* x sends a message on its open channel ch. */
 static void
 raw_data(struct raw *x, uint64_t ch, int value)
 {
@@ -60,6 +39,22 @@ raw_data(struct raw *x, uint64_t ch, int value)
 
 	memcpy(buf + h, &value, sizeof(value));
 	assert_int_equal(write(x->fd, buf, h + sizeof(value)), (ssize_t)(h + sizeof(value)));
+}
+
+/* x opens channel ch for key, as publisher "xp" in its life ch, and sends
+ * one message. */
+static void
+raw_publish(struct raw *x, uint64_t ch, const char *key, int value)
+{
+	struct ctl_msg open = {.type = CTL_OPEN};
+
+	open.u.open.channel = ch;
+	open.u.open.publisher = S("xp");
+	open.u.open.key = S(key);
+	open.u.open.reliability = TERN_BEST_EFFORT;
+	open.u.open.instance = ch; /* a publisher (name, instance) has one key */
+	raw_send(x, &open);
+	raw_data(x, ch, value);
 }
 
 /* The channels a reader has seen opened: for key "k", and for its marker. */
