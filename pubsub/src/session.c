@@ -1866,6 +1866,14 @@ expire_parked(struct session *s, struct src *src, uint64_t now)
 			log_line(s->log, TERN_LOG_WARN,
 			         "%s did not come back: %llu messages of '%s' kept for it are lost",
 			         p->peer_id, (unsigned long long)lost, src->key);
+		} else if (!p->withdrawn && lost > 0) {
+			/* a relay: its publisher, further back, is not told (reliability
+			 * is per link), so this line is the only trace of the loss */
+			log_line(s->log, TERN_LOG_WARN,
+			         "%s did not come back: %llu messages of '%s' from %.*s, relayed "
+			         "here and kept for it, are lost",
+			         p->peer_id, (unsigned long long)lost, src->key,
+			         (int)src->publisher_len, src->publisher);
 		}
 		park_free(p);
 	}

@@ -8,6 +8,10 @@
 #   router_restart  a router between a running pub and sub is stopped and
 #                   started again: both find it again within 2 s, and the
 #                   sub's missed count says how many were lost meanwhile.
+#   relay_gives_up  a router keeps what it relayed to a subscriber whose
+#                   connection broke (stopped, then killed, before it took
+#                   any); when it does not come back within slow_consumer_ms
+#                   the router says how many messages it lost, and of what.
 # Usage: reconnect.sh TERN CASE
 TERN=$1
 CASE=$2
@@ -101,6 +105,29 @@ router_restart)
 	[ "$((got + missed))" -eq "$total" ] || fail "received $got + missed $missed != $total"
 	[ "$missed" -gt 0 ] || fail "the router was down but nothing was missed"
 	echo "ok router restart: received $got, missed $missed, total $total"
+	;;
+relay_gives_up)
+	sock="unix://$TMP/router.sock"
+	# the sub's connection breaks when it is killed, not at a keepalive
+	# deadline while it is stopped
+	printf '{"slow_consumer_ms": 1000, "keepalive_ms": 10000}\n' >"$TMP/r.json"
+	start r 60 node --mode router -c "$TMP/r.json" --listen "$sock"
+	bound r >/dev/null
+	start sub 60 sub k --connect "$sock" --id gone-sub
+	# its subscription has reached the router once a first message came
+	echo 0 >"$TMP/probe"
+	start_stdin probe 30 "$TMP/probe" pub k --connect "$sock" --id probe --wait 10
+	finish probe 0
+	wait_for "$TMP/sub.out" . 10 || fail "the sub got nothing"
+	kill -STOP "$(tern_pid sub)"
+	seq 1 100 >"$TMP/input"
+	start_stdin pub 60 "$TMP/input" pub k --connect "$sock" --id far-pub --wait 10
+	finish pub 0
+	kill -KILL "$(tern_pid sub)"
+	wait_for "$TMP/r.err" "disconnected from gone-sub" 10 || fail "the router did not see the sub go"
+	re="gone-sub did not come back: 100 messages of 'k' from far-pub/[0-9]+, relayed here and kept for it, are lost"
+	wait_for "$TMP/r.err" "$re" 10 || fail "the router did not say what it lost: $(tail -n 5 "$TMP/r.err")"
+	echo "ok $(grep -Eo "$re" "$TMP/r.err")"
 	;;
 *)
 	fail "unknown case $CASE"
