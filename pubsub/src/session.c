@@ -446,6 +446,17 @@ recount(struct session *s, struct interest *i)
 	return DROP_MOVED;
 }
 
+/* i's route (from[0]) is a new link: it is told nothing of i (this node
+ * takes back its declaration there), and the count follows it. */
+static enum dropped
+route_moved(struct session *s, struct interest *i)
+{
+	if (conn_state(i->from[0]) == CONN_READY) {
+		send_sub(i->from[0], i, false);
+	}
+	return recount(s, i);
+}
+
 /*
  * Link c no longer leads to interest i: its UNSUB, or c is gone.
  * DROP_NONE: c did not declare it. DROP_GONE: no link leads to it any
@@ -475,10 +486,7 @@ drop_link(struct session *s, struct interest *i, struct conn *c)
 	if (!first) {
 		return DROP_KEPT;
 	}
-	if (conn_state(i->from[0]) == CONN_READY) {
-		send_sub(i->from[0], i, false);
-	}
-	if ((d = recount(s, i)) != DROP_NONE) {
+	if ((d = route_moved(s, i)) != DROP_NONE) {
 		return d;
 	}
 	/* and c, still up but no longer the way to it, is told, as every link
@@ -732,32 +740,19 @@ route_use_one(void *arg, void *val)
 	}
 }
 
-/* c declared i, which this node forwards: is c's way shorter than i's
- * route, and may i move onto it? */
-static bool
+/* c declared i, which this node forwards: c's place in i->from if its way
+ * is shorter than i's route and i may move onto it, else -1. */
+static int
 shorter_route(struct session *s, const struct interest *i, const struct conn *c)
 {
 	int f = route_from_index(i, c);
 	struct route_use u = {.route = i->nfrom > 0 ? i->from[0] : NULL};
 
 	if (i->local != NULL || f <= 0 || i->from_hops[f] >= i->from_hops[0]) {
-		return false;
+		return -1;
 	}
 	ketree_visit(&s->srcs, i->keyexpr, i->ke_len, route_use_one, &u);
-	return !u.used;
-}
-
-/* c becomes i's route. As everywhere, the route is told nothing of i, and
- * every other link, the old route among them, hears this node's new
- * count. */
-static enum dropped
-take_route(struct session *s, struct interest *i, struct conn *c)
-{
-	route_from_first(i, route_from_index(i, c));
-	if (conn_state(c) == CONN_READY) {
-		send_sub(c, i, false);
-	}
-	return recount(s, i);
+	return u.used ? -1 : f;
 }
 
 static int
@@ -790,8 +785,10 @@ on_sub(struct session *s, struct conn *c, const struct ctl_msg *m)
 		}
 		if (i->local == NULL && i->from[0] == c) {
 			d = recount(s, i);
-		} else if (shorter_route(s, i, c)) {
-			d = take_route(s, i, c);
+		} else if ((f = shorter_route(s, i, c)) > 0) {
+			/* every other link, the old route among them, hears the new count */
+			route_from_first(i, f);
+			d = route_moved(s, i);
 		}
 		if (d != DROP_NONE || (news && c->peer_router && i->from[0] != c)) {
 			/* a new count here, or c's: the skip lists change */
