@@ -1922,8 +1922,12 @@ conn_next_timer(struct conn *c, bool exact)
 	    c->nstalled > 0) {
 		return 0;
 	}
-	/* data unsent or unacknowledged: a waiting publisher needs the
-	 * slow-consumer check */
+	uint64_t next = ping < silent ? ping : silent;
+	/* Data unsent or unacknowledged: a waiting publisher needs the
+	 * slow-consumer check, which looks every slow_consumer_ms / 8
+	 * (drop_slow). Nothing else about held data is timed here: credit,
+	 * writes and acknowledgements come with events, so a busy connection
+	 * does not wake its thread a hundred times a second. */
 	pthread_mutex_lock(&c->wlock);
 	take_ready(c);
 	prune_active(c);
@@ -1932,7 +1936,11 @@ conn_next_timer(struct conn *c, bool exact)
 	}
 	bool held = c->act_head != NULL || c->kept_head != NULL;
 	pthread_mutex_unlock(&c->wlock);
-	return held ? 0 : ping < silent ? ping : silent;
+	if (held) {
+		uint64_t slow = c->slow_check_ms + cfg->slow_consumer_ms / 8;
+		next = slow < next ? slow : next;
+	}
+	return next != 0 ? next : 1;
 }
 
 void

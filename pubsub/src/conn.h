@@ -182,12 +182,12 @@ void conn_free(struct conn *c);
  * keepalives at once. */
 void conn_timers(struct conn *c, uint64_t now_ms, uint64_t slack_ms);
 /* When conn_timers next has work to do (clock_ms), or 0 while anything is
- * under way on the connection: a handshake, data in a ring (unsent or
- * unacknowledged), a backlog, a failed write. exact: look through the
- * channels that kept written frames, dropping those since acknowledged;
- * without it (every round of a busy connection: the list may be long), a
- * channel acknowledged since the last exact look still counts as under
- * way, which costs at most a tick. */
+ * under way on the connection: a handshake, a backlog, a failed write.
+ * Data in a ring (unsent or unacknowledged) brings the slow-consumer check
+ * forward. exact: look through the channels that kept written frames,
+ * dropping those since acknowledged; without it (every round of a busy
+ * connection: the list may be long), a channel acknowledged since the last
+ * exact look still counts as held, which costs at most one early look. */
 uint64_t conn_next_timer(struct conn *c, bool exact);
 /* Take env->work whole: the connections listed since the last take, in a
  * chain. Walk it with conn_work_unlist, which returns the next one and

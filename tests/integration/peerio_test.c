@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -801,6 +803,115 @@ test_slow_consumer_dropped(void **state)
 }
 
 /*
+ * ---- data the peer has not acknowledged does not wake the node ----
+ *
+ * A subscriber's callback holds its node's I/O thread, so the message it
+ * got is never acknowledged and stays in the publisher's ring. The
+ * publisher's node then has nothing to do until a timer is due (the
+ * slow-consumer look, slow_consumer_ms / 8; keepalives set far apart):
+ * its I/O thread must sleep, not wake every 10 ms to look. Counted as the
+ * voluntary context switches of every thread but this one over a second
+ * (the held subscriber's thread adds none); a loaded machine can only
+ * make a sleeping thread wake less often.
+ */
+
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t held_cond = PTHREAD_COND_INITIALIZER;
+static bool held_released;
+static atomic_int held_entered;
+
+static void
+on_held(void *arg, const tern_msg *m)
+{
+	(void)arg;
+	(void)m;
+	atomic_fetch_add(&held_entered, 1);
+	pthread_mutex_lock(&held_lock);
+	while (!held_released) {
+		pthread_cond_wait(&held_cond, &held_lock);
+	}
+	pthread_mutex_unlock(&held_lock);
+}
+
+static long
+others_switches(void)
+{
+	char path[300], line[128], self[32];
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/task");
+	long sum = 0;
+
+	assert_non_null(d);
+	snprintf(self, sizeof(self), "%ld", (long)syscall(SYS_gettid));
+	while ((e = readdir(d)) != NULL) {
+		FILE *f;
+
+		if (e->d_name[0] == '.' || strcmp(e->d_name, self) == 0) {
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+		if ((f = fopen(path, "r")) == NULL) {
+			continue;
+		}
+		while (fgets(line, sizeof(line), f) != NULL) {
+			if (strncmp(line, "voluntary_ctxt_switches:", 24) == 0) {
+				sum += atol(line + 24);
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
+
+static void
+test_held_data_does_not_wake(void **state)
+{
+	tern_config cfg;
+	tern_node *subn, *pubn;
+	char ep[256];
+	tern_sub *sub;
+	tern_pub *pub;
+	uint8_t buf[64] = {0};
+	(void)state;
+
+	tern_config_init(&cfg);
+	cfg.keepalive_ms = 60000;
+	subn = open_node(&cfg);
+	tern_config_init(&cfg);
+	cfg.keepalive_ms = 60000;
+	pubn = open_node(&cfg);
+	assert_int_equal(tern_node_listen(subn, "tcp://127.0.0.1:0", ep, sizeof(ep)), 0);
+	assert_int_equal(tern_sub_open(&sub, subn, "held", on_held, NULL), 0);
+	assert_int_equal(tern_node_connect(pubn, ep), 0);
+	assert_int_equal(tern_pub_open(&pub, pubn, "held", -1), 0);
+	for (int w = 0; w < 30000 && tern_pub_matched(pub) != 1; w++) {
+		usleep(1000);
+	}
+	assert_int_equal(tern_pub_matched(pub), 1);
+	assert_int_equal(tern_publish(pub, buf, sizeof(buf)), 0);
+	for (int w = 0; w < 30000 && atomic_load(&held_entered) == 0; w++) {
+		usleep(1000);
+	}
+	assert_int_equal(atomic_load(&held_entered), 1);
+	usleep(200000); /* what follows the write (a linger, a poll) is over */
+	long before = others_switches();
+	usleep(1000000);
+	long woke = others_switches() - before;
+	pthread_mutex_lock(&held_lock);
+	held_released = true;
+	pthread_cond_broadcast(&held_cond);
+	pthread_mutex_unlock(&held_lock);
+	/* a tick every 10 ms would be 100; the timers due in that second, a few */
+	assert_in_range(woke, 0, 25);
+	assert_int_equal(tern_pub_flush(pub, 30000), 0);
+	tern_pub_close(pub);
+	tern_sub_close(sub);
+	tern_node_close(pubn);
+	tern_node_close(subn);
+}
+
+/*
  * ---- batching.max_delay_us holds a batch until the delay ends ----
  *
  * Asserted by order and by lower bounds, which a loaded machine cannot
@@ -1048,6 +1159,7 @@ main(void)
 	    cmocka_unit_test(test_large_message_two_pull_subs),
 	    cmocka_unit_test(test_full_queue_resumes),
 	    cmocka_unit_test(test_slow_consumer_dropped),
+	    cmocka_unit_test(test_held_data_does_not_wake),
 	    cmocka_unit_test(test_max_delay_holds_batch),
 	    cmocka_unit_test(test_reset_resumes_reliable),
 	};
