@@ -150,9 +150,8 @@ struct loop {
 	struct peer *peers;
 	struct listener *listeners;
 	struct dialer *dialers;
-	bool closing;      /* goodbye said: no more dialing */
-	bool ticks_wanted; /* the session has timed work: keep ticking */
-	uint64_t last_trim_ms;
+	bool closing;            /* goodbye said: no more dialing */
+	bool ticks_wanted;       /* the session has timed work: keep ticking */
 	uint64_t delay_until_ns; /* a batch held for max_delay_us is due then (0: none) */
 	uint64_t polled_ns;      /* when one_round last looked at the sockets */
 	uint64_t calls_ns;       /* and last ran calls */
@@ -571,11 +570,22 @@ peer_free(struct loop *l, struct peer *p)
 	free(p);
 }
 
-/* glibc keeps freed memory for reuse; hand it back. (Not under ASan, whose
- * allocator is not glibc's: malloc_trim would walk arenas that do not exist.) */
+/* glibc keeps freed memory for reuse; hand it back, at most once a second.
+ * The heap is the process's: a process closing a thousand nodes trims once
+ * a second, not once per node, each trim walking every arena and
+ * interrupting every core. (Not under ASan, whose allocator is not glibc's:
+ * malloc_trim would walk arenas that do not exist.) */
+static _Atomic uint64_t trimmed_ms;
+
 static void
-trim_heap(void)
+trim_heap(uint64_t now)
 {
+	uint64_t last = atomic_load(&trimmed_ms);
+
+	if (clock_since(now, last) < 1000 ||
+	    !atomic_compare_exchange_strong(&trimmed_ms, &last, now)) {
+		return;
+	}
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #elif defined(__has_feature)
 #if !__has_feature(address_sanitizer) && !__has_feature(thread_sanitizer)
@@ -643,9 +653,8 @@ reap(struct loop *l, uint64_t now)
 	}
 	/* give memory freed by closed connections back to the system, so a burst
 	 * of bad peers does not leave the process large */
-	if (freed && clock_since(now, l->last_trim_ms) >= 1000) {
-		l->last_trim_ms = now;
-		trim_heap();
+	if (freed) {
+		trim_heap(now);
 	}
 }
 
