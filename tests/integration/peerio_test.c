@@ -898,6 +898,7 @@ test_held_data_does_not_wake(void **state)
 	long before = others_switches();
 	usleep(1000000);
 	long woke = others_switches() - before;
+	print_message("%ld voluntary context switches in a second\n", woke);
 	pthread_mutex_lock(&held_lock);
 	held_released = true;
 	pthread_cond_broadcast(&held_cond);
@@ -905,6 +906,71 @@ test_held_data_does_not_wake(void **state)
 	/* a tick every 10 ms would be 100; the timers due in that second, a few */
 	assert_in_range(woke, 0, 25);
 	assert_int_equal(tern_pub_flush(pub, 30000), 0);
+	tern_pub_close(pub);
+	tern_sub_close(sub);
+	tern_node_close(pubn);
+	tern_node_close(subn);
+}
+
+/*
+ * ---- a thread whose lingers catch nothing stops lingering ----
+ *
+ * One message every 2 ms: each wakes the subscriber's I/O thread, whose
+ * CREDIT wakes the publisher's. A subscriber's thread that lingered after
+ * writing its CREDIT (100 us for more work that does not come) would also
+ * wake at the end of every linger: three voluntary context switches a
+ * message between the two threads, against two once lingering has been
+ * seen not to pay. Counted
+ * over messages 100 to 300, after both threads' spin and linger scores
+ * have had their first misses; a loaded machine can only space the
+ * messages further apart, which changes nothing here.
+ */
+
+static atomic_long quiet_got;
+
+static void
+on_quiet(void *arg, const tern_msg *m)
+{
+	(void)arg;
+	(void)m;
+	atomic_fetch_add(&quiet_got, 1);
+}
+
+static void
+test_unpaid_linger_stops(void **state)
+{
+	tern_node *subn = open_node(NULL), *pubn = open_node(NULL);
+	char ep[256];
+	tern_sub *sub;
+	tern_pub *pub;
+	uint8_t buf[64] = {0};
+	long before = 0;
+	(void)state;
+
+	assert_int_equal(tern_node_listen(subn, "tcp://127.0.0.1:0", ep, sizeof(ep)), 0);
+	assert_int_equal(tern_sub_open(&sub, subn, "quiet", on_quiet, NULL), 0);
+	assert_int_equal(tern_node_connect(pubn, ep), 0);
+	assert_int_equal(tern_pub_open(&pub, pubn, "quiet", -1), 0);
+	for (int w = 0; w < 30000 && tern_pub_matched(pub) != 1; w++) {
+		usleep(1000);
+	}
+	assert_int_equal(tern_pub_matched(pub), 1);
+	for (long i = 0; i < 300; i++) {
+		if (i == 100) {
+			before = others_switches();
+		}
+		assert_int_equal(tern_publish(pub, buf, sizeof(buf)), 0);
+		usleep(2000);
+	}
+	long woke = others_switches() - before;
+	assert_int_equal(tern_pub_flush(pub, 30000), 0);
+	for (int w = 0; w < 30000 && atomic_load(&quiet_got) < 300; w++) {
+		usleep(1000);
+	}
+	assert_int_equal(atomic_load(&quiet_got), 300);
+	print_message("%ld voluntary context switches over 200 messages\n", woke);
+	/* two a message (400), three with a linger after each (600) */
+	assert_in_range(woke, 0, 500);
 	tern_pub_close(pub);
 	tern_sub_close(sub);
 	tern_node_close(pubn);
@@ -1160,6 +1226,7 @@ main(void)
 	    cmocka_unit_test(test_full_queue_resumes),
 	    cmocka_unit_test(test_slow_consumer_dropped),
 	    cmocka_unit_test(test_held_data_does_not_wake),
+	    cmocka_unit_test(test_unpaid_linger_stops),
 	    cmocka_unit_test(test_max_delay_holds_batch),
 	    cmocka_unit_test(test_reset_resumes_reliable),
 	};
