@@ -185,6 +185,9 @@ struct session {
 	uint64_t next_sub_id, next_pub_id;
 	/* totals of closed publishers; messages received */
 	_Atomic uint64_t messages_out, bytes_out, dropped, messages_in, bytes_in;
+	/* reliable messages given up on: of closed publishers, and those this
+	 * node relayed (a peer that did not come back, a slow consumer) */
+	_Atomic uint64_t undelivered;
 	/* messages that arrived on channels the acl refused, dropped */
 	_Atomic uint64_t refused_in;
 };
@@ -192,6 +195,14 @@ struct session {
 #define COUNT(var, n)                                                                              \
 	atomic_store_explicit(&(var), atomic_load_explicit(&(var), memory_order_relaxed) + (n),    \
 	                      memory_order_relaxed)
+
+/* Where a reliable message given up on is counted: its publisher's count,
+ * or, relayed from another node's, this node's. */
+static _Atomic uint64_t *
+undelivered_of(struct session *s, struct src *src)
+{
+	return src->local ? &src->undelivered : &s->undelivered;
+}
 
 static struct ctl_str
 cstr(const char *s)
@@ -1317,8 +1328,8 @@ out_close(struct session *s, struct src *src, struct out *o)
 			         src->key, c->peer_id);
 		}
 		note_parked(s, src);
-	} else if (broken && o->oc->retain && src->local && atomic_load(&c->kill)) {
-		COUNT(src->undelivered, frames_messages(&o->oc->ring));
+	} else if (broken && o->oc->retain && atomic_load(&c->kill)) {
+		COUNT(*undelivered_of(s, src), frames_messages(&o->oc->ring));
 	}
 	if (s->congested_out == o->oc) {
 		s->congested_out = NULL;
@@ -1378,9 +1389,7 @@ out_open(struct session *s, struct src *src, const struct want *w)
 		log_line(s->log, TERN_LOG_INFO, "resuming '%s' with %s: %d messages sent again%s",
 		         src->key, c->peer_id, resent,
 		         dropped ? " (some did not fit and are missed)" : "");
-		if (src->local) {
-			COUNT(src->undelivered, dropped);
-		}
+		COUNT(*undelivered_of(s, src), dropped);
 	}
 }
 
@@ -1865,7 +1874,9 @@ expire_parked(struct session *s, struct src *src, uint64_t now)
 			         p->peer_id, (unsigned long long)lost, src->key);
 		} else if (!p->withdrawn && lost > 0) {
 			/* a relay: its publisher, further back, is not told (reliability
-			 * is per link), so this line is the only trace of the loss */
+			 * is per link), so this line and the node's count are the only
+			 * trace of the loss */
+			COUNT(s->undelivered, lost);
 			log_line(s->log, TERN_LOG_WARN,
 			         "%s did not come back: %llu messages of '%s' from %.*s, relayed "
 			         "here and kept for it, are lost",
@@ -2507,6 +2518,7 @@ do_pub_close(void *arg)
 	COUNT(s->messages_out, atomic_load(&src->messages));
 	COUNT(s->bytes_out, atomic_load(&src->bytes));
 	COUNT(s->dropped, atomic_load(&src->dropped));
+	COUNT(s->undelivered, atomic_load(&src->undelivered));
 	return 0;
 }
 
@@ -2758,6 +2770,7 @@ sum_stats(void *arg)
 	st->messages = atomic_load(&s->messages_out);
 	st->bytes = atomic_load(&s->bytes_out);
 	st->dropped = atomic_load(&s->dropped);
+	st->undelivered = atomic_load(&s->undelivered);
 	for (struct src *p = s->pubs; p != NULL; p = p->next) {
 		st->messages += atomic_load(&p->messages);
 		st->bytes += atomic_load(&p->bytes);

@@ -207,6 +207,55 @@ test_route_flap_keeps_what_was_under_way(void **state)
 	tern_node_close(p);
 }
 
+/*
+ * A router relays publisher p's messages to x, which takes them into its
+ * socket but never consumes them, then goes away without a GOODBYE and does
+ * not come back within slow_consumer_ms. What the router kept for x is
+ * lost, and p, a hop further back, is not told (reliability is per link):
+ * the router's node counters say so (undelivered), besides its log.
+ */
+static void
+test_relay_counts_what_it_gave_up(void **state)
+{
+	tern_node *r, *p = open_node("p", TERN_MODE_PEER);
+	uint64_t ch = 0, bytes = 0;
+	tern_config cfg;
+	tern_stats st;
+	char bound[256];
+	tern_pub *pub;
+	struct raw x;
+	int got[5];
+	(void)state;
+
+	node_config(&cfg, "r", TERN_MODE_ROUTER);
+	cfg.slow_consumer_ms = 1000;
+	assert_int_equal(tern_node_open(&r, &cfg), 0);
+	assert_int_equal(tern_node_listen(r, "tcp://127.0.0.1:0", bound, sizeof(bound)), 0);
+	raw_open_as(&x, bound, "x", TERN_MODE_PEER);
+	send_sub(&x, "x", 1, "k");
+	assert_int_equal(tern_node_connect(p, bound), 0);
+	assert_int_equal(tern_pub_open(&pub, p, "k", TERN_RELIABLE), 0);
+	assert_int_equal(wait_matched(pub, 1), 1);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(tern_publish(pub, &i, sizeof(i)), 0);
+	}
+	read_data(&x, "k", &ch, got, 5, &bytes); /* and not consumed */
+	close(x.fd);
+	/* the router took them from p: p has nothing to give up on */
+	assert_int_equal(tern_pub_flush(pub, WAIT_MS), 0);
+	tern_node_stats(r, &st);
+	for (int w = 0; w < WAIT_MS / 10 && st.undelivered == 0; w++) {
+		usleep(10000);
+		tern_node_stats(r, &st);
+	}
+	assert_int_equal(st.undelivered, 5);
+	assert_int_equal(tern_pub_close(pub), 0);
+	tern_node_stats(p, &st);
+	assert_int_equal(st.undelivered, 0);
+	tern_node_close(p);
+	tern_node_close(r);
+}
+
 /* The subscription numbers a node with one id declares, life after life. */
 static uint64_t
 first_sub_id(const char *id)
@@ -248,6 +297,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_goodbye_ends_subscriptions),
 	    cmocka_unit_test(test_restart_new_sub_ids),
 	    cmocka_unit_test(test_route_flap_keeps_what_was_under_way),
+	    cmocka_unit_test(test_relay_counts_what_it_gave_up),
 	};
 
 	signal(SIGPIPE, SIG_IGN); /* a write to a closed peer fails its assert instead */

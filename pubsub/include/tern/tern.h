@@ -276,7 +276,12 @@ typedef struct tern_stats {
 	uint64_t messages_in;   /* node: messages received from peers */
 	uint64_t bytes_in;      /* node: payload bytes received from peers */
 	uint64_t connections;   /* node: connections currently established */
-	uint64_t undelivered;   /* pub, node: reliable messages given up on (see tern_pub_close) */
+	/* pub: reliable messages given up on (see tern_pub_close); node: those
+	 * of its publishers, open and closed, and those it relayed for another
+	 * node's publisher and gave up on (a peer that did not come back within
+	 * slow_consumer_ms, or dropped as a slow consumer), which that
+	 * publisher is not told of */
+	uint64_t undelivered;
 } tern_stats;
 
 void tern_pub_stats(tern_pub *pub, tern_stats *st);
