@@ -995,14 +995,15 @@ struct pace {
 	bool waited; /* idle since last_busy */
 };
 
-static void
-pace_linger(struct pace *p, bool caught)
+/* A spin or linger score after a return of work it would (hit) or would
+ * not have caught: SPIN_HIT up to SPIN_SCORE, or one down to 0. */
+static int
+score_after(int score, bool hit)
 {
-	if (caught) {
-		p->linger = p->linger + SPIN_HIT > SPIN_SCORE ? SPIN_SCORE : p->linger + SPIN_HIT;
-	} else if (p->linger > 0) {
-		p->linger--;
+	if (hit) {
+		return score + SPIN_HIT > SPIN_SCORE ? SPIN_SCORE : score + SPIN_HIT;
 	}
+	return score > 0 ? score - 1 : 0;
 }
 
 static void
@@ -1011,12 +1012,7 @@ pace_busy(struct pace *p)
 	uint64_t now = clock_ns();
 
 	if (p->waited) {
-		if (clock_since(now, p->last_busy) < SPIN_NS) {
-			p->score =
-			    p->score + SPIN_HIT > SPIN_SCORE ? SPIN_SCORE : p->score + SPIN_HIT;
-		} else if (p->score > 0) {
-			p->score--;
-		}
+		p->score = score_after(p->score, clock_since(now, p->last_busy) < SPIN_NS);
 		p->waited = false;
 	}
 	p->last_busy = now;
@@ -1087,9 +1083,10 @@ io_main(void *arg)
 		bool woke = idle(l, &linger);
 		pthread_mutex_unlock(&l->run_lock);
 		if (lingered) {
-			pace_linger(&pace, woke);
+			pace.linger = score_after(pace.linger, woke);
 		} else if (slept && clock_since(clock_ns(), pace.last_busy) < LINGER_US * 1000) {
-			pace_linger(&pace, true); /* a linger would have caught it */
+			pace.linger =
+			    score_after(pace.linger, true); /* a linger would have caught it */
 		}
 		if (woke) {
 			pace_busy(&pace); /* events came while lingering */
