@@ -35,6 +35,8 @@
  * thousand idle connections cost half the wake-ups. */
 #define PINGS_SKIP_MAX 7
 #define TOOK_MAX       128
+/* Idle rings given back in one look (each takes its producer's lock). */
+#define SHRINK_RINGS_MAX 64
 /*
  * On a long round trip, a blocked channel whose receiver keeps up jumps at
  * once to the window that carries FLOOR_RATE bytes a microsecond (25 MB/s),
@@ -339,6 +341,47 @@ kept_unlink(struct conn *c, struct outchan *oc)
 	oc->on_kept = false;
 }
 
+/* A ring that grew is listed, so that the timers give its buffer back once
+ * it is idle without walking every channel. Without memory for the list the
+ * ring stays as it is until its channel closes. The list holds at most
+ * queue.max_bytes / OUTCHAN_SHRINK_MIN channels, and is short unless a
+ * backlog is under way: a channel leaving it is looked for. */
+static void
+grown_note(struct conn *c, struct outchan *oc)
+{
+	if (oc->on_grown || oc->ring.cap < OUTCHAN_SHRINK_MIN) {
+		return;
+	}
+	if (c->ngrown == c->grown_cap) {
+		uint32_t cap = c->grown_cap ? 2 * c->grown_cap : LIST_KEEP;
+		struct outchan **v = realloc(c->grown, cap * sizeof(*v));
+		if (v == NULL) {
+			return;
+		}
+		c->grown = v;
+		c->grown_cap = cap;
+	}
+	c->grown[c->ngrown++] = oc;
+	oc->on_grown = true;
+}
+
+static void
+grown_remove(struct conn *c, uint32_t i)
+{
+	c->grown[i]->on_grown = false;
+	c->grown[i] = c->grown[--c->ngrown];
+}
+
+static void
+grown_unlink(struct conn *c, struct outchan *oc)
+{
+	for (uint32_t i = 0; oc->on_grown && i < c->ngrown; i++) {
+		if (c->grown[i] == oc) {
+			grown_remove(c, i);
+		}
+	}
+}
+
 /* Channels whose written frames were all acknowledged leave the kept list
  * (only a write, under wlock, makes `sent` grow again). */
 static void
@@ -493,6 +536,7 @@ settle_chan(struct conn *c, struct outchan *oc, size_t taken, size_t written, ui
 	}
 	outchan_settle(oc, taken, end, written > 0, now);
 	kept_note(c, oc);
+	grown_note(c, oc);
 }
 
 /* The socket took `written` bytes of the batch: release them. */
@@ -890,6 +934,7 @@ conn_free(struct conn *c)
 		outchan_free(c->outv[i]);
 	}
 	free(c->outv);
+	free(c->grown);
 	free(c->blockedv);
 	chanid_free(&c->out_ids);
 	for (uint32_t i = 0; i < c->ins.cap; i++) {
@@ -1027,6 +1072,7 @@ conn_close_outchan(struct conn *c, struct outchan *oc, bool tell)
 		act_unlink(c, oc);
 	}
 	kept_unlink(c, oc);
+	grown_unlink(c, oc);
 	for (uint32_t i = 0; oc->on_credited && i < c->ncredited; i++) {
 		if (c->credited[i] == oc) {
 			c->credited[i] = c->credited[--c->ncredited];
@@ -1825,6 +1871,52 @@ shrink_out_idle(struct conn *c, uint64_t now)
 }
 
 /*
+ * Send rings grown by a backlog give their buffers back once they have
+ * been empty and unwritten for SHRINK_AFTER_MS, so that what an idle
+ * connection holds does not depend on its past. The producer must be kept
+ * out: a publisher's lock comes before wlock and is only tried (a busy
+ * publisher is not idle for long; its ring is looked at again next time).
+ */
+static void
+shrink_rings(struct conn *c, uint64_t now)
+{
+	struct outchan *idle[SHRINK_RINGS_MAX];
+	int n = 0;
+
+	pthread_mutex_lock(&c->wlock);
+	for (uint32_t i = 0; i < c->ngrown && n < SHRINK_RINGS_MAX;) {
+		struct outchan *oc = c->grown[i];
+		if (oc->ring.cap < OUTCHAN_SHRINK_MIN) {
+			grown_remove(c, i); /* its ring went elsewhere (kept for a resume) */
+			continue;
+		}
+		if (outchan_idle_for(oc, now, SHRINK_AFTER_MS) && oc->ops->hold != NULL) {
+			idle[n++] = oc;
+		}
+		i++;
+	}
+	if (c->ngrown == 0 && c->grown_cap > LIST_KEEP) {
+		free(c->grown);
+		c->grown = NULL;
+		c->grown_cap = 0;
+	}
+	pthread_mutex_unlock(&c->wlock);
+	/* the channels stay open meanwhile: only this thread closes them */
+	for (int i = 0; i < n; i++) {
+		struct outchan *oc = idle[i];
+		if (!oc->ops->hold(oc->arg)) {
+			continue;
+		}
+		pthread_mutex_lock(&c->wlock);
+		if (outchan_shrink_idle(oc, now, SHRINK_AFTER_MS)) {
+			grown_unlink(c, oc);
+		}
+		pthread_mutex_unlock(&c->wlock);
+		oc->ops->unhold(oc->arg);
+	}
+}
+
+/*
  * A read buffer, conn->out or a list grown for a burst goes back to its
  * first size once, for SHRINK_AFTER_MS, the reads and writes have fit a
  * quarter of the buffer and the lists a quarter of theirs: an idle
@@ -1838,6 +1930,7 @@ shrink_buffers(struct conn *c, uint64_t now)
 	uint8_t *p;
 
 	shrink_out_idle(c, now);
+	shrink_rings(c, now);
 	if (c->rpeak >= c->rcap / 4) {
 		c->rbig_ms = now;
 	} else if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL &&

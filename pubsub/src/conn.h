@@ -142,6 +142,10 @@ struct conn {
 	struct outchan *act_head, *act_tail;
 	int nact;
 	struct outchan *kept_head;
+	/* under wlock: channels whose rings grew past OUTCHAN_SHRINK_MIN, whose
+	 * buffers go back once idle (shrink_rings) */
+	struct outchan **grown;
+	uint32_t ngrown, grown_cap;
 	struct outchan **blockedv; /* under wlock: channels that want a BLOCKED report */
 	int nblocked, blocked_cap;
 	struct idtab ins;      /* receive channels by id */

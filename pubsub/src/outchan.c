@@ -632,6 +632,24 @@ outchan_break(struct outchan *oc, enum outchan_broken how)
 }
 
 bool
+outchan_idle_for(struct outchan *oc, uint64_t now_ms, uint64_t ms)
+{
+	return ring_used(&oc->ring) == 0 &&
+	       clock_since(now_ms, atomic_load(&oc->last_write_ms)) >= ms;
+}
+
+bool
+outchan_shrink_idle(struct outchan *oc, uint64_t now_ms, uint64_t ms)
+{
+	if (oc->ring.cap == 0 || !outchan_idle_for(oc, now_ms, ms)) {
+		return false;
+	}
+	atomic_fetch_sub(&oc->link->budget->used, oc->ring.cap);
+	ring_release(&oc->ring);
+	return true;
+}
+
+bool
 outchan_stalled_for(struct outchan *oc, uint64_t now_ms, uint64_t ms)
 {
 	uint64_t starved = atomic_load(&oc->starved_since_ms);

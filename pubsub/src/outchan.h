@@ -17,6 +17,8 @@
  *    holds flush_lock;
  *  - outchan_on_credit and the stall clock: the I/O thread;
  *  - growing the ring excludes the consumer by taking flush_lock;
+ *  - giving an idle ring's buffer back (outchan_shrink_idle) excludes
+ *    both: the producer through ops->hold, the consumer by flush_lock;
  *  - `credit`, `sent`, `broken`, `detached` and the time stamps are atomic:
  *    producers read them without a lock.
  * The upward calls (struct outchan_ops) run on whichever thread made room
@@ -57,6 +59,11 @@ struct outchan_ops {
 	 * (!before): the writer decides who writes it and when. Producer's
 	 * thread. */
 	void (*queued)(void *owner, struct outchan *oc, size_t len, bool before);
+	/* Keep the channel's producer out, without waiting (called on the I/O
+	 * thread with no lock held): false if it is busy. Then unhold. For
+	 * giving an idle ring's buffer back; NULL: never given back. */
+	bool (*hold)(void *arg);
+	void (*unhold)(void *arg);
 };
 
 /* How a channel ended, as far as a publisher is concerned. */
@@ -145,6 +152,9 @@ struct outchan {
 	bool on_act, on_kept, on_blocked;
 	bool on_credited;
 	bool fwd_open; /* producer: a forwarded chunked message is open */
+	/* the connection's, under flush_lock: on its list of channels whose
+	 * rings grew (to give back when idle) */
+	bool on_grown;
 };
 
 int outchan_new(struct outchan **out, const struct outchan_params *p);
@@ -236,6 +246,19 @@ bool outchan_unlist(struct outchan *oc);
 void outchan_mark_starved(struct outchan *oc, uint64_t now_ms);
 
 /* ---- I/O thread ---- */
+
+/* A ring from this size up is worth giving back when idle; a smaller one
+ * is what a key's few messages in flight need, and goes with its channel. */
+#define OUTCHAN_SHRINK_MIN 4096
+
+/* The ring holds nothing and the socket has taken nothing from it for ms:
+ * a channel that was busy and is idle. flush_lock held. */
+bool outchan_idle_for(struct outchan *oc, uint64_t now_ms, uint64_t ms);
+/* If it is still (outchan_idle_for), give its ring's buffer back to the
+ * budget and the heap: the next message allocates one again, from
+ * RING_CAP_FIRST. flush_lock held and the producer kept out (ops->hold).
+ * True if it did. */
+bool outchan_shrink_idle(struct outchan *oc, uint64_t now_ms, uint64_t ms);
 
 /* A CREDIT message: bytes granted, total consumed. Returns true if frames
  * wait that the new credit lets through. */

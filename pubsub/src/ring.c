@@ -88,6 +88,17 @@ ring_grow(struct ring *r, size_t min_cap)
 	return 0;
 }
 
+void
+ring_release(struct ring *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+	r->cap = 0;
+	atomic_store(&r->head, 0);
+	atomic_store(&r->tail, 0);
+	r->head_seen = r->tail_seen = 0;
+}
+
 size_t
 ring_space(const struct ring *r)
 {

@@ -58,6 +58,9 @@ void ring_put(struct ring *r, const void *a, size_t alen, const void *b, size_t 
  * neither side is using the ring (the caller holds both sides' locks).
  * TERN_ENOMEM, the ring unchanged, as for ring_init. */
 int ring_grow(struct ring *r, size_t min_cap);
+/* Give the buffer back: the ring is as one never allocated (cap 0). Only
+ * an empty ring, while neither side is using it. */
+void ring_release(struct ring *r);
 
 /* Consumer side. */
 size_t ring_used(const struct ring *r);

@@ -1210,7 +1210,28 @@ src_queued(void *owner, struct outchan *oc, size_t len, bool before)
 	}
 }
 
-static const struct outchan_ops src_outchan_ops = {.wake = src_wake, .queued = src_queued};
+/* A local source's channels are produced under its send_lock; a remote
+ * source's by the I/O thread, which is the caller. */
+static bool
+src_hold(void *arg)
+{
+	struct src *s = arg;
+
+	return !s->local || pthread_mutex_trylock(&local_of(s)->send_lock) == 0;
+}
+
+static void
+src_unhold(void *arg)
+{
+	struct src *s = arg;
+
+	if (s->local) {
+		pthread_mutex_unlock(&local_of(s)->send_lock);
+	}
+}
+
+static const struct outchan_ops src_outchan_ops = {
+    .wake = src_wake, .queued = src_queued, .hold = src_hold, .unhold = src_unhold};
 
 /* ---- routes ---- */
 
