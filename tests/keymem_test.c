@@ -329,7 +329,27 @@ test_subscriptions_come_and_go(void **state)
 }
 
 #ifndef TERN_TEST_SANITIZED
-#define BACKLOG_MSGS 8000
+/* This process's resident memory in KiB (VmRSS), or -1. */
+static long
+rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1) {
+			break;
+		}
+	}
+	if (f != NULL) {
+		fclose(f);
+	}
+	return kib;
+}
+
+#define BACKLOG_KEYS 8
+#define BACKLOG_MSGS 32000
 #define BACKLOG_LEN  1024
 
 struct drain {
@@ -349,10 +369,11 @@ drain_thread(void *arg)
 	return NULL;
 }
 
-/* b -> router -> a, one reliable key; n messages of BACKLOG_LEN bytes
- * taken by a thread of their own while they are published. */
+/* b -> router -> a, BACKLOG_KEYS reliable keys in turn; n messages of
+ * BACKLOG_LEN bytes taken by a thread of their own while they are
+ * published. */
 static void
-stream_through(tern_pub *pub, tern_sub *sub, int n)
+stream_through(tern_pub **pubs, tern_sub *sub, int n)
 {
 	static uint8_t payload[BACKLOG_LEN];
 	struct drain d = {.sub = sub, .n = n};
@@ -360,7 +381,7 @@ stream_through(tern_pub *pub, tern_sub *sub, int n)
 
 	assert_int_equal(pthread_create(&t, NULL, drain_thread, &d), 0);
 	for (int i = 0; i < n; i++) {
-		assert_int_equal(tern_publish(pub, payload, sizeof(payload)), 0);
+		assert_int_equal(tern_publish(pubs[i % BACKLOG_KEYS], payload, sizeof(payload)), 0);
 	}
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(d.got, n);
@@ -368,10 +389,11 @@ stream_through(tern_pub *pub, tern_sub *sub, int n)
 #endif
 
 /*
- * A stream of 8 MB through a router grows the send rings on its way (the
+ * A stream of 32 MB on 8 keys through a router grows the send rings on its way (the
  * publisher's to the router, the router's to the subscriber) to hold a
  * window or more each; once the stream has stopped for a while, the
- * connections, still open, hold no more than before it.
+ * connections, still open, hold no more than before it, and the process
+ * gives the memory back to the system (VmRSS).
  */
 static void
 test_idle_after_backlog(void **state)
@@ -380,7 +402,7 @@ test_idle_after_backlog(void **state)
 	tern_node *a = open_node("keymem-bl-sub"), *b = open_node("keymem-bl-pub"), *r;
 	char bound[256];
 	tern_config cfg;
-	tern_pub *pub;
+	tern_pub *pubs[BACKLOG_KEYS];
 	tern_sub *sub;
 
 	(void)state;
@@ -395,22 +417,39 @@ test_idle_after_backlog(void **state)
 	assert_int_equal(tern_node_connect(b, bound), 0);
 	assert_int_equal(tern_node_wait_peers(a, 1, 10000), 0);
 	assert_int_equal(tern_node_wait_peers(b, 1, 10000), 0);
-	assert_int_equal(tern_sub_open(&sub, a, "bl/x", NULL, NULL), 0);
-	assert_int_equal(tern_pub_open(&pub, b, "bl/x", -1), 0);
-	for (int w = 0; w < 60000 && tern_pub_matched(pub) == 0; w++) {
-		usleep(1000);
+	assert_int_equal(tern_sub_open(&sub, a, "bl/*", NULL, NULL), 0);
+	for (int k = 0; k < BACKLOG_KEYS; k++) {
+		char key[16];
+		snprintf(key, sizeof(key), "bl/%d", k);
+		assert_int_equal(tern_pub_open(&pubs[k], b, key, -1), 0);
+		for (int w = 0; w < 60000 && tern_pub_matched(pubs[k]) == 0; w++) {
+			usleep(1000);
+		}
+		assert_true(tern_pub_matched(pubs[k]) > 0);
 	}
-	assert_true(tern_pub_matched(pub) > 0);
 	/* what a few messages make (queues, first buffers) is there before
 	 * counting */
-	stream_through(pub, sub, 16);
-	long base = quiet_live();
-	stream_through(pub, sub, BACKLOG_MSGS);
+	stream_through(pubs, sub, 16 * BACKLOG_KEYS);
+	long base = quiet_live(), rss_base = rss_kib();
+	stream_through(pubs, sub, BACKLOG_MSGS);
+	long rss_peak = rss_kib();
 	long after = settle_to(base);
+	/* the pages under what was freed go back to the system too: at least
+	 * half of what the backlog added to the process's resident memory */
+	long rss = rss_kib();
+	for (int i = 0; i < 300 && rss - rss_base > (rss_peak - rss_base) / 2; i++) {
+		usleep(100000);
+		rss = rss_kib();
+	}
+	print_message("resident: %ld KiB before the backlog, %ld at its end, %ld after\n", rss_base,
+	              rss_peak, rss);
+	assert_true(rss_base > 0 && rss - rss_base <= (rss_peak - rss_base) / 2);
 	print_message("live bytes: %ld before a backlog of %d bytes, %ld after (%+ld)\n", base,
 	              BACKLOG_MSGS * BACKLOG_LEN, after, after - base);
 	assert_true(after - base <= SLACK);
-	tern_pub_close(pub);
+	for (int k = 0; k < BACKLOG_KEYS; k++) {
+		tern_pub_close(pubs[k]);
+	}
 	tern_sub_close(sub);
 	tern_node_close(b);
 	tern_node_close(a);

@@ -1845,10 +1845,11 @@ conn_reap_failed_write(struct conn *c)
 }
 
 /* conn->out and the BLOCKED list, which publishing threads fill under wlock
- * (shrink_buffers says when). */
-static void
+ * (shrink_buffers says when). True if conn->out went back. */
+static bool
 shrink_out_idle(struct conn *c, uint64_t now)
 {
+	bool gave = false;
 	uint8_t *p;
 
 	pthread_mutex_lock(&c->wlock);
@@ -1859,6 +1860,7 @@ shrink_out_idle(struct conn *c, uint64_t now)
 		    (p = realloc(c->out, OUT_INITIAL)) != NULL) {
 			c->out = p;
 			c->out_cap = OUT_INITIAL;
+			gave = true;
 		}
 		if (c->blocked_cap > LIST_KEEP) {
 			free(c->blockedv);
@@ -1868,6 +1870,7 @@ shrink_out_idle(struct conn *c, uint64_t now)
 	}
 	c->out_peak = c->out_len;
 	pthread_mutex_unlock(&c->wlock);
+	return gave;
 }
 
 /*
@@ -1876,11 +1879,13 @@ shrink_out_idle(struct conn *c, uint64_t now)
  * connection holds does not depend on its past. The producer must be kept
  * out: a publisher's lock comes before wlock and is only tried (a busy
  * publisher is not idle for long; its ring is looked at again next time).
+ * True if a ring gave its buffer back.
  */
-static void
+static bool
 shrink_rings(struct conn *c, uint64_t now)
 {
 	struct outchan *idle[SHRINK_RINGS_MAX];
+	bool gave = false;
 	int n = 0;
 
 	pthread_mutex_lock(&c->wlock);
@@ -1910,10 +1915,12 @@ shrink_rings(struct conn *c, uint64_t now)
 		pthread_mutex_lock(&c->wlock);
 		if (outchan_shrink_idle(oc, now, SHRINK_AFTER_MS)) {
 			grown_unlink(c, oc);
+			gave = true;
 		}
 		pthread_mutex_unlock(&c->wlock);
 		oc->ops->unhold(oc->arg);
 	}
+	return gave;
 }
 
 /*
@@ -1922,15 +1929,17 @@ shrink_rings(struct conn *c, uint64_t now)
  * quarter of the buffer and the lists a quarter of theirs: an idle
  * connection holds little, and a busy one does not give memory back
  * between two bursts only to take it again (an allocation on the path of
- * every message).
+ * every message). True if a buffer went back: the loop may then hand the
+ * heap's free memory back to the system.
  */
-static void
+static bool
 shrink_buffers(struct conn *c, uint64_t now)
 {
+	bool gave = shrink_out_idle(c, now);
 	uint8_t *p;
 
-	shrink_out_idle(c, now);
-	shrink_rings(c, now);
+	c->shrink_look_ms = now;
+	gave |= shrink_rings(c, now);
 	if (c->rpeak >= c->rcap / 4) {
 		c->rbig_ms = now;
 	} else if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL &&
@@ -1938,6 +1947,7 @@ shrink_buffers(struct conn *c, uint64_t now)
 	           (p = realloc(c->rbuf, READ_INITIAL)) != NULL) {
 		c->rbuf = p;
 		c->rcap = READ_INITIAL;
+		gave = true;
 	}
 	c->rpeak = 0;
 	if (c->dirty_peak > c->dirty_cap / 4 || c->nstalled > c->stalled_cap / 4) {
@@ -1960,6 +1970,7 @@ shrink_buffers(struct conn *c, uint64_t now)
 		}
 	}
 	c->dirty_peak = 0;
+	return gave;
 }
 
 /* A peer that takes nothing for slow_consumer_ms is dropped. */
@@ -2028,43 +2039,51 @@ conn_next_timer(struct conn *c, bool exact)
 		prune_kept(c);
 	}
 	bool held = c->act_head != NULL || c->kept_head != NULL;
+	bool grown = c->ngrown > 0 || c->out_cap > OUT_INITIAL || c->rcap > READ_INITIAL;
 	pthread_mutex_unlock(&c->wlock);
 	if (held) {
 		uint64_t slow = c->slow_check_ms + cfg->slow_consumer_ms / 8;
 		next = slow < next ? slow : next;
 	}
+	if (grown) {
+		/* a buffer grown for a burst goes back about a second after it,
+		 * whatever the keepalive interval (shrink_buffers) */
+		uint64_t shrink = c->shrink_look_ms + SHRINK_AFTER_MS;
+		next = shrink < next ? shrink : next;
+	}
 	return next != 0 ? next : 1;
 }
 
-void
+bool
 conn_timers(struct conn *c, uint64_t now, uint64_t slack)
 {
 	const tern_config *cfg = c->env->cfg;
 	/* the peer pings at its own interval: allow three of the longer one */
 	uint64_t keepalive =
 	    cfg->keepalive_ms > c->peer_keepalive_ms ? cfg->keepalive_ms : c->peer_keepalive_ms;
+	bool gave;
 
 	if (conn_state(c) == CONN_DEAD) {
-		return;
+		return false;
 	}
 	conn_reap_failed_write(c);
 	if (conn_state(c) == CONN_DEAD) {
-		return;
+		return false;
 	}
 	if (!c->got_hello) {
 		if (clock_since(now, c->created_ms) > cfg->handshake_timeout_ms) {
 			conn_fail(c, "no handshake before the deadline");
 		}
-		return;
+		return false;
 	}
 	if (clock_since(now, c->last_rx_ms) > 3 * keepalive) {
 		conn_fail(c, "the peer went silent (keepalive deadline)");
-		return;
+		return false;
 	}
 	if (drop_slow(c, now)) {
-		return;
+		return false;
 	}
-	shrink_buffers(c, now);
+	gave = shrink_buffers(c, now);
 	if (clock_since(now, c->last_ping_ms) + slack >= cfg->keepalive_ms) {
 		struct ctl_msg m = {.type = CTL_PING};
 		/* The peer's PINGs keep us alive to it (we answer each) and it
@@ -2075,11 +2094,12 @@ conn_timers(struct conn *c, uint64_t now, uint64_t slack)
 		    c->pings_skipped < PINGS_SKIP_MAX) {
 			c->pings_skipped++;
 			c->last_ping_ms = now;
-			return;
+			return gave;
 		}
 		c->pings_skipped = 0;
 		m.u.token = clock_us(); /* microseconds: the PONG gives the round trip */
 		c->last_ping_ms = now;
 		conn_send_ctl(c, &m);
 	}
+	return gave;
 }

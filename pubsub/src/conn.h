@@ -163,9 +163,10 @@ struct conn {
 
 	uint8_t *rbuf;
 	size_t rlen, rcap, rmax;
-	size_t rpeak;     /* the largest read since the timers last looked */
-	uint64_t rbig_ms; /* when they last saw a read of a quarter of rcap */
-	uint64_t lbig_ms; /* or a list used past a quarter of its size */
+	size_t rpeak;            /* the largest read since the timers last looked */
+	uint64_t rbig_ms;        /* when they last saw a read of a quarter of rcap */
+	uint64_t lbig_ms;        /* or a list used past a quarter of its size */
+	uint64_t shrink_look_ms; /* when the timers last looked for buffers to shrink */
 	bool got_preamble, got_hello;
 
 	_Atomic uint64_t batches, batch_bytes, batch_largest, messages_in, bytes_in;
@@ -183,8 +184,8 @@ void conn_fail(struct conn *c, const char *why);
 void conn_free(struct conn *c);
 /* Keepalives, deadlines, a slow consumer, buffers to shrink. A PING due
  * within slack_ms goes now, so that the loop can see to many connections'
- * keepalives at once. */
-void conn_timers(struct conn *c, uint64_t now_ms, uint64_t slack_ms);
+ * keepalives at once. True if grown buffers went back to the heap. */
+bool conn_timers(struct conn *c, uint64_t now_ms, uint64_t slack_ms);
 /* When conn_timers next has work to do (clock_ms), or 0 while anything is
  * under way on the connection: a handshake, a backlog, a failed write.
  * Data in a ring (unsent or unacknowledged) brings the slow-consumer check

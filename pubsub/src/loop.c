@@ -150,6 +150,7 @@ struct loop {
 	_Atomic(struct conn *) work_head;
 	struct peer *work;      /* I/O thread */
 	uint64_t timers_due_ms; /* I/O thread: no peer's timers are due before */
+	bool trim_wanted;       /* I/O thread: buffers went back since the last trim */
 
 	/* I/O thread */
 	struct peer *peers;
@@ -582,14 +583,16 @@ peer_free(struct loop *l, struct peer *p)
  * malloc_trim would walk arenas that do not exist.) */
 static _Atomic uint64_t trimmed_ms;
 
-static void
+/* False if the heap was trimmed less than a second ago (then the next trim
+ * may be had from trim_after). */
+static bool
 trim_heap(uint64_t now)
 {
 	uint64_t last = atomic_load(&trimmed_ms);
 
 	if (clock_since(now, last) < 1000 ||
 	    !atomic_compare_exchange_strong(&trimmed_ms, &last, now)) {
-		return;
+		return false;
 	}
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #elif defined(__has_feature)
@@ -599,6 +602,13 @@ trim_heap(uint64_t now)
 #else
 	malloc_trim(0);
 #endif
+	return true;
+}
+
+static uint64_t
+trim_after(void)
+{
+	return atomic_load(&trimmed_ms) + 1000;
 }
 
 /* Whether a connection still needs the loop every round. */
@@ -680,15 +690,24 @@ run_timers(struct loop *l)
 		}
 	}
 	if (now >= l->timers_due_ms) {
+		bool gave = false;
 		l->timers_due_ms = UINT64_MAX;
 		for (struct peer *p = l->peers; p != NULL; p = p->next) {
 			if (p->due_ms <= now + slack) {
-				conn_timers(p->conn, now, slack);
+				gave |= conn_timers(p->conn, now, slack);
 				set_due(l, p, now, true);
 			} else if (p->due_ms < l->timers_due_ms) {
 				l->timers_due_ms = p->due_ms;
 			}
 		}
+		l->trim_wanted |= gave;
+	}
+	/* buffers a burst grew went back: so does the memory under them, now
+	 * or when the last trim is a second old */
+	if (l->trim_wanted && trim_heap(now)) {
+		l->trim_wanted = false;
+	} else if (l->trim_wanted && trim_after() < l->timers_due_ms) {
+		l->timers_due_ms = trim_after();
 	}
 	l->ticks_wanted = l->ops->tick(l->arg, now);
 }
