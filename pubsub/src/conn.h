@@ -189,7 +189,8 @@ bool conn_timers(struct conn *c, uint64_t now_ms, uint64_t slack_ms);
 /* When conn_timers next has work to do (clock_ms), or 0 while anything is
  * under way on the connection: a handshake, a backlog, a failed write.
  * Data in a ring (unsent or unacknowledged) brings the slow-consumer check
- * forward. exact: look through the channels that kept written frames,
+ * forward, and a buffer or ring grown for a burst a look a second after the
+ * last (to give it back). exact: look through the channels that kept written frames,
  * dropping those since acknowledged; without it (every round of a busy
  * connection: the list may be long), a channel acknowledged since the last
  * exact look still counts as held, which costs at most one early look. */
