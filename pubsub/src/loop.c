@@ -583,8 +583,7 @@ peer_free(struct loop *l, struct peer *p)
  * malloc_trim would walk arenas that do not exist.) */
 static _Atomic uint64_t trimmed_ms;
 
-/* False if the heap was trimmed less than a second ago (then the next trim
- * may be had from trim_after). */
+/* False if the heap was trimmed less than a second ago (see trim_soon). */
 static bool
 trim_heap(uint64_t now)
 {
@@ -605,10 +604,18 @@ trim_heap(uint64_t now)
 	return true;
 }
 
-static uint64_t
-trim_after(void)
+/* Memory went back to the heap (a buffer shrank, a connection was freed):
+ * trim it at the next timers, or when the last trim is a second old, so
+ * that what is freed just after a trim is not left untrimmed. */
+static void
+trim_soon(struct loop *l)
 {
-	return atomic_load(&trimmed_ms) + 1000;
+	uint64_t at = atomic_load(&trimmed_ms) + 1000;
+
+	l->trim_wanted = true;
+	if (at < l->timers_due_ms) {
+		l->timers_due_ms = at;
+	}
 }
 
 /* Whether a connection still needs the loop every round. */
@@ -669,7 +676,7 @@ reap(struct loop *l, uint64_t now)
 	/* give memory freed by closed connections back to the system, so a burst
 	 * of bad peers does not leave the process large */
 	if (freed) {
-		trim_heap(now);
+		trim_soon(l);
 	}
 }
 
@@ -700,14 +707,14 @@ run_timers(struct loop *l)
 				l->timers_due_ms = p->due_ms;
 			}
 		}
-		l->trim_wanted |= gave;
+		if (gave) {
+			trim_soon(l); /* buffers a burst grew went back */
+		}
 	}
-	/* buffers a burst grew went back: so does the memory under them, now
-	 * or when the last trim is a second old */
 	if (l->trim_wanted && trim_heap(now)) {
 		l->trim_wanted = false;
-	} else if (l->trim_wanted && trim_after() < l->timers_due_ms) {
-		l->timers_due_ms = trim_after();
+	} else if (l->trim_wanted) {
+		trim_soon(l);
 	}
 	l->ticks_wanted = l->ops->tick(l->arg, now);
 }
@@ -1104,8 +1111,8 @@ io_main(void *arg)
 		if (lingered) {
 			pace.linger = score_after(pace.linger, woke);
 		} else if (slept && clock_since(clock_ns(), pace.last_busy) < LINGER_US * 1000) {
-			pace.linger =
-			    score_after(pace.linger, true); /* a linger would have caught it */
+			/* a linger would have caught it */
+			pace.linger = score_after(pace.linger, true);
 		}
 		if (woke) {
 			pace_busy(&pace); /* events came while lingering */
