@@ -21,7 +21,7 @@
 enum node_opt { OPT_MODE = OPT_FIRST_PRIVATE, OPT_STATS, OPT_CHECK };
 
 static const char node_usage[] =
-    "usage: tern node [-c FILE] [--listen EP]... [--connect EP]... [--mode peer|router]\n"
+    "usage: tern node [-c FILE] [--listen EP]... [--connect EP]... [--mode MODE]\n"
     "                 [--low-latency|--batched] [--stats] [--log LEVEL] [--id NAME] [--check]\n"
     "\n"
     "Run a node until SIGINT or SIGTERM. A router forwards each publication to the\n"
@@ -32,7 +32,8 @@ static const char node_usage[] =
     "                     EP: tcp://HOST:PORT, tcp://[IPV6]:PORT, unix:///path;\n"
     "                     port 0 picks a free port, printed as 'listening on EP'\n"
     "  --connect EP       connect to EP (repeatable), reconnecting with backoff\n"
-    "  --mode MODE        peer (default) or router\n"
+    "  --mode MODE        peer (default), router, or client (connects only, routes\n"
+    "                     nothing, and is told only the subscriptions it publishes to)\n"
     "  --low-latency      write each message at once, TCP_NODELAY (low_latency: true)\n"
     "  --batched          batch messages for throughput (low_latency: false)\n"
     "  --stats            print per-key messages/s, MB/s, drops and batch size each second\n"
@@ -179,8 +180,11 @@ cmd_node(int argc, char **argv)
 				cc.mode = TERN_MODE_PEER;
 			} else if (strcmp(optarg, "router") == 0) {
 				cc.mode = TERN_MODE_ROUTER;
+			} else if (strcmp(optarg, "client") == 0) {
+				cc.mode = TERN_MODE_CLIENT;
 			} else {
-				cli_error("node", "--mode: \"%s\" is not peer or router", optarg);
+				cli_error("node", "--mode: \"%s\" is not peer, router or client",
+				          optarg);
 				status = EXIT_USAGE;
 				goto out;
 			}

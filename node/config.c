@@ -84,7 +84,7 @@ static const struct key_spec key_specs[] = {
 
 #define KEY_SPEC_COUNT (sizeof(key_specs) / sizeof(key_specs[0]))
 
-static const char *const mode_names[] = {"peer", "router"};
+static const char *const mode_names[] = {"peer", "router", "client"};
 static const char *const reliability_names[] = {"reliable", "best_effort"};
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
 
@@ -110,7 +110,9 @@ set_err(char *err, size_t errlen, const char *fmt, ...)
 const char *
 config_mode_name(int mode)
 {
-	return mode == TERN_MODE_ROUTER ? mode_names[1] : mode_names[0];
+	return mode == TERN_MODE_ROUTER   ? mode_names[1]
+	       : mode == TERN_MODE_CLIENT ? mode_names[2]
+	                                  : mode_names[0];
 }
 
 const char *
@@ -481,6 +483,21 @@ key_err(struct parse_ctx *pc, const char *path, const char *fmt, ...)
 	return TERN_EINVAL;
 }
 
+/* "a" or "b"; one of "a", "b", "c" */
+static const char *
+enum_list(const char *const *names, int count)
+{
+	static _Thread_local char list[128];
+	size_t at = 0;
+
+	list[0] = '\0';
+	for (int i = 0; i < count && at < sizeof(list); i++) {
+		const char *sep = i == 0 ? (count > 2 ? "one of " : "") : count > 2 ? ", " : " or ";
+		at += (size_t)snprintf(list + at, sizeof(list) - at, "%s\"%s\"", sep, names[i]);
+	}
+	return list;
+}
+
 static int
 enum_value(struct parse_ctx *pc, const char *path, const cJSON *item, const char *const *names,
            int count, int *out)
@@ -493,11 +510,7 @@ enum_value(struct parse_ctx *pc, const char *path, const cJSON *item, const char
 			}
 		}
 	}
-	if (count == 2) {
-		return key_err(pc, path, "must be \"%s\" or \"%s\"", names[0], names[1]);
-	}
-	return key_err(pc, path, "must be one of \"%s\", \"%s\", \"%s\", \"%s\"", names[0],
-	               names[1], names[2], names[3]);
+	return key_err(pc, path, "must be %s", enum_list(names, count));
 }
 
 static int
@@ -759,7 +772,7 @@ parse_item(struct parse_ctx *pc, const struct key_spec *spec, const cJSON *item)
 		}
 		return 0;
 	case KIND_MODE:
-		return enum_value(pc, spec->path, item, mode_names, 2, &tc->mode);
+		return enum_value(pc, spec->path, item, mode_names, 3, &tc->mode);
 	case KIND_RELIABILITY:
 		return enum_value(pc, spec->path, item, reliability_names, 2, &tc->reliability);
 	case KIND_LOG:

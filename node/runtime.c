@@ -215,7 +215,8 @@ runtime_apply_defaults(node_config *nc, const char *cmd, const char *default_lis
 {
 	char why[CONFIG_ERR_LEN];
 
-	if (!nc->listen_set && default_listen != NULL &&
+	/* a client does not listen: it is only told what it publishes to */
+	if (!nc->listen_set && default_listen != NULL && nc->tern.mode != TERN_MODE_CLIENT &&
 	    config_add_endpoint(nc, true, default_listen, why, sizeof(why)) != 0) {
 		cli_error(cmd, "%s", why);
 		return EXIT_RUNTIME;

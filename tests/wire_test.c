@@ -265,7 +265,7 @@ sample_messages(struct ctl_msg *m, int *n)
 {
 	int i = 0;
 
-	memset(m, 0, 11 * sizeof(*m));
+	memset(m, 0, CTL_LAST * sizeof(*m));
 	m[i].type = CTL_HELLO;
 	m[i].u.hello.id = S("node-1");
 	m[i].u.hello.mode = 1;
@@ -312,6 +312,8 @@ sample_messages(struct ctl_msg *m, int *n)
 	m[i].u.deny.id = 9;
 	m[i].u.deny.key = S("secret/x");
 	m[i++].u.deny.reason = S("access denied: publish on 'secret/x'");
+	m[i].type = CTL_SCOPE;
+	m[i++].u.scope = S("sensors/a/b");
 	*n = i;
 }
 
@@ -381,6 +383,9 @@ test_control_roundtrip(void **state)
 			assert_str(d.u.deny.name, m[i].u.deny.name);
 			assert_str(d.u.deny.key, m[i].u.deny.key);
 			assert_str(d.u.deny.reason, m[i].u.deny.reason);
+			break;
+		case CTL_SCOPE:
+			assert_str(d.u.scope, m[i].u.scope);
 			break;
 		}
 	}
@@ -569,7 +574,7 @@ test_control_bounds(void **state)
 	     "HELLO window"},
 	    {0, offsetof(struct ctl_msg, u.hello.keepalive_ms), CTL_KEEPALIVE_MIN,
 	     CTL_KEEPALIVE_MAX, "HELLO keepalive_ms"},
-	    {0, offsetof(struct ctl_msg, u.hello.mode), 0, 1, "HELLO mode"},
+	    {0, offsetof(struct ctl_msg, u.hello.mode), 0, 2, "HELLO mode"},
 	    {0, offsetof(struct ctl_msg, u.hello.max_message), 1, UINT64_MAX, "HELLO max_message"},
 	    {4, offsetof(struct ctl_msg, u.open.channel), 1, CTL_CHANNEL_MAX, "OPEN channel"},
 	    {4, offsetof(struct ctl_msg, u.open.reliability), 0, 1, "OPEN reliability"},

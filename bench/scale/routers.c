@@ -3,7 +3,7 @@
  * routers, the way docs/PROTOCOL.md's "Routing" says they do.
  *
  *   tern-scale routers [--shape chain|triangle] [--subs N] [--peers P]
- *                      [--messages M]
+ *                      [--messages M] [--clients]
  *
  * Three routers R0, R1, R2, each in its own process, linked R0-R1-R2
  * (chain) or also R2-R0 (triangle). P peer nodes, spread evenly over the
@@ -24,6 +24,10 @@
  * tern_node_stats_json count what a router took in; tern_node_stats's
  * messages_in counts what it kept, so their difference is the duplicates
  * it dropped.
+ *
+ * With --clients the P nodes run in client mode: the routers tell them
+ * only the subscriptions their publishers' keys meet (none), instead of
+ * every subscription.
  *
  * The peers and the publisher share this process; the routers report
  * their endpoints, counters and VmRSS through pipes.
@@ -286,6 +290,7 @@ routers_stop(const struct router_proc *rp)
 
 struct run {
 	bool triangle;
+	bool clients; /* the P nodes run in client mode */
 	long subs, messages;
 	int peers;
 	long *first; /* peer p holds subscriptions first[p] .. first[p + 1] - 1 */
@@ -364,7 +369,7 @@ peers_open(struct run *w, char eps[NROUTERS][EP_LEN])
 	w->first = calloc((size_t)w->peers + 1, sizeof(*w->first));
 	for (int p = 0; p < w->peers; p++) {
 		snprintf(id, sizeof(id), "routers-p%d", p);
-		w->peer[p] = node_open(id, TERN_MODE_PEER);
+		w->peer[p] = node_open(id, w->clients ? TERN_MODE_CLIENT : TERN_MODE_PEER);
 		if (tern_node_connect(w->peer[p], eps[p % NROUTERS]) != 0) {
 			die("connect a peer");
 		}
@@ -596,12 +601,13 @@ run(struct run *w)
 	converge_s = converge(w);
 	routers_stats(rp, after);
 	peers_rss = rss_kib();
-	printf("routers shape=%s subs=%ld peers=%d sampled=%d declare_s=%.3f "
+	printf("routers shape=%s subs=%ld peers=%d%s sampled=%d declare_s=%.3f "
 	       "converge_s=%.3f router_rss_kib=%ld,%ld,%ld (before declarations %ld,%ld,%ld) "
 	       "peers_and_publisher_rss_kib=%ld\n",
-	       w->triangle ? "triangle" : "chain", w->subs, w->peers, w->nsample, declare_s,
-	       converge_s, after[0].rss_kib, after[1].rss_kib, after[2].rss_kib, before[0].rss_kib,
-	       before[1].rss_kib, before[2].rss_kib, peers_rss);
+	       w->triangle ? "triangle" : "chain", w->subs, w->peers,
+	       w->clients ? " (clients)" : "", w->nsample, declare_s, converge_s, after[0].rss_kib,
+	       after[1].rss_kib, after[2].rss_kib, before[0].rss_kib, before[1].rss_kib,
+	       before[2].rss_kib, peers_rss);
 	fflush(stdout);
 	ok = converge_s >= 0;
 	if (ok) {
@@ -619,7 +625,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: tern-scale routers [--shape chain|triangle] [--subs N] "
-	                "[--peers P] [--messages M]\n");
+	                "[--peers P] [--messages M] [--clients]\n");
 	exit(2);
 }
 
@@ -641,6 +647,8 @@ scale_routers(int argc, char **argv)
 			w.peers = atoi(argv[++i]);
 		} else if (strcmp(argv[i], "--messages") == 0 && i + 1 < argc) {
 			w.messages = atol(argv[++i]);
+		} else if (strcmp(argv[i], "--clients") == 0) {
+			w.clients = true;
 		} else {
 			usage();
 		}

@@ -225,6 +225,9 @@ send_ctl_locked(struct conn *c, const struct ctl_msg *m)
 void
 conn_send_ctl(struct conn *c, const struct ctl_msg *m)
 {
+	if (m->type == CTL_SYNC) {
+		c->syncs_out++;
+	}
 	pthread_mutex_lock(&c->wlock);
 	send_ctl_locked(c, m);
 	pthread_mutex_unlock(&c->wlock);
@@ -1323,6 +1326,7 @@ on_hello(struct conn *c, const struct ctl_msg *m)
 	}
 	c->peer_max_message = m->u.hello.max_message;
 	c->peer_router = m->u.hello.mode == TERN_MODE_ROUTER;
+	c->peer_client = m->u.hello.mode == TERN_MODE_CLIENT;
 	/* a send ring holds twice the window: no more than the queue allows */
 	window = m->u.hello.window;
 	if (window > cfg->queue_max_bytes / 2) {
@@ -1536,6 +1540,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_HELLO:
 		return tern__error(TERN_EPROTO, "a second handshake");
 	case CTL_SYNC:
+		c->syncs_in++;
 		c->peer_synced = true;
 		c->ops->synced(c->arg, c);
 		return 0;
@@ -1577,6 +1582,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_OPEN:
 	case CTL_CLOSE:
 	case CTL_DENY:
+	case CTL_SCOPE:
 		release_credited(c); /* the session may close a listed channel */
 		return c->ops->control(c->arg, c, &m);
 	default:

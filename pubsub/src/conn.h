@@ -92,7 +92,14 @@ struct conn {
 	char write_error[160]; /* under wlock: why a write failed (then `dead` is set) */
 	bool low_latency;
 	bool peer_synced;
-	bool peer_router;   /* the peer runs in router mode */
+	bool peer_router; /* the peer runs in router mode */
+	/* the peer runs in client mode: it is told only the subscriptions
+	 * its SCOPEs meet, and each SYNC it sends is answered with one */
+	bool peer_client;
+	/* SYNCs sent and received (the I/O thread, or a loop_run function):
+	 * a client knows its SCOPEs are answered when every SYNC it sent has
+	 * come back */
+	uint32_t syncs_out, syncs_in;
 	bool said_goodbye;  /* the peer left on purpose: nothing to resume */
 	atomic_bool kill;   /* dropped as a slow consumer: nothing to resume */
 	uint32_t batch_max; /* largest write */

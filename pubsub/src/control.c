@@ -48,11 +48,17 @@ static int
 arity(int type)
 {
 	static const int n[] = {
-	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,  [CTL_SUB] = 5,     [CTL_UNSUB] = 4,
-	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2, [CTL_CREDIT] = 4,  [CTL_BLOCKED] = 3,
-	    [CTL_PING] = 2,  [CTL_PONG] = 3,  [CTL_GOODBYE] = 2, [CTL_DENY] = 6};
+	    [CTL_HELLO] = 9,   [CTL_SYNC] = 1,   [CTL_SUB] = 5,     [CTL_UNSUB] = 4, [CTL_OPEN] = 6,
+	    [CTL_CLOSE] = 2,   [CTL_CREDIT] = 4, [CTL_BLOCKED] = 3, [CTL_PING] = 2,  [CTL_PONG] = 3,
+	    [CTL_GOODBYE] = 2, [CTL_DENY] = 6,   [CTL_SCOPE] = 2};
 
 	return (type >= CTL_HELLO && type <= CTL_LAST) ? n[type] : 0;
+}
+
+const char *
+ctl_mode_name(uint64_t mode)
+{
+	return mode == TERN_MODE_ROUTER ? "router" : mode == TERN_MODE_CLIENT ? "client" : "peer";
 }
 
 int
@@ -116,6 +122,9 @@ ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
 	case CTL_GOODBYE:
 		put_str(&e, m->u.reason);
 		break;
+	case CTL_SCOPE:
+		put_str(&e, m->u.scope);
+		break;
 	case CTL_DENY:
 		put_uint(&e, m->u.deny.what);
 		put_str(&e, m->u.deny.name);
@@ -145,7 +154,8 @@ static const char *const names[] = {
     [CTL_HELLO] = "HELLO",   [CTL_SYNC] = "SYNC",       [CTL_SUB] = "SUB",
     [CTL_UNSUB] = "UNSUB",   [CTL_OPEN] = "OPEN",       [CTL_CLOSE] = "CLOSE",
     [CTL_CREDIT] = "CREDIT", [CTL_BLOCKED] = "BLOCKED", [CTL_PING] = "PING",
-    [CTL_PONG] = "PONG",     [CTL_GOODBYE] = "GOODBYE", [CTL_DENY] = "DENY"};
+    [CTL_PONG] = "PONG",     [CTL_GOODBYE] = "GOODBYE", [CTL_DENY] = "DENY",
+    [CTL_SCOPE] = "SCOPE"};
 
 /* A well-formed number beyond its bound: the message is refused, and the
  * reason names it (the first one found, after no malformed token). */
@@ -255,7 +265,7 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		m->u.hello.keepalive_ms = get_uint(d);
 		bound(d, t, "id length", m->u.hello.id.len, 1, CTL_ID_MAX);
 		text(d, t, "id", m->u.hello.id);
-		bound(d, t, "mode", m->u.hello.mode, 0, 1);
+		bound(d, t, "mode", m->u.hello.mode, 0, 2);
 		bound(d, t, "batch_max", m->u.hello.batch_max, CTL_BATCH_MIN, CTL_BATCH_MAX);
 		bound(d, t, "chunk", m->u.hello.chunk, CTL_CHUNK_MIN, CTL_CHUNK_MAX);
 		bound(d, t, "max_message", m->u.hello.max_message, 1, UINT64_MAX);
@@ -313,6 +323,10 @@ decode_body(struct dec *d, struct ctl_msg *m)
 	case CTL_GOODBYE:
 		m->u.reason = get_str(d, CTL_TEXT_MAX);
 		text(d, t, "reason", m->u.reason);
+		break;
+	case CTL_SCOPE:
+		m->u.scope = get_str(d, CTL_TEXT_MAX);
+		text(d, t, "keyexpr", m->u.scope);
 		break;
 	case CTL_DENY:
 		m->u.deny.what = get_uint(d);

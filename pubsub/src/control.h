@@ -26,10 +26,11 @@ enum ctl_type {
 	CTL_PING = 9,
 	CTL_PONG = 10,
 	CTL_GOODBYE = 11,
-	CTL_DENY = 12
+	CTL_DENY = 12,
+	CTL_SCOPE = 13
 };
 
-#define CTL_LAST CTL_DENY
+#define CTL_LAST CTL_SCOPE
 
 /* What a DENY refuses (docs/PROTOCOL.md): a subscription or a channel. */
 enum ctl_deny_what { CTL_DENY_SUB = 0, CTL_DENY_OPEN = 1 };
@@ -108,6 +109,7 @@ struct ctl_msg {
 			                     microseconds since the Unix epoch */
 		};
 		struct ctl_str reason; /* CTL_GOODBYE */
+		struct ctl_str scope;  /* CTL_SCOPE: a key expression */
 		struct {
 			uint64_t what;       /* enum ctl_deny_what */
 			struct ctl_str name; /* SUB: its origin; OPEN: its publisher */
@@ -117,6 +119,9 @@ struct ctl_msg {
 		} deny; /* CTL_DENY */
 	} u;
 };
+
+/* "peer", "router" or "client": a HELLO's mode (enum tern_mode). */
+const char *ctl_mode_name(uint64_t mode);
 
 /* Encode into out (cap bytes). Returns the length, or TERN_EINVAL if it does not fit. */
 int ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap);

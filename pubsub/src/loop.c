@@ -382,8 +382,8 @@ on_synced(void *arg, struct conn *c)
 {
 	struct peer *p = arg;
 
-	(void)c;
 	count_ready(p->loop, p);
+	p->loop->ops->synced(p->loop->arg, c);
 }
 
 static int

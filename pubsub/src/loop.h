@@ -36,6 +36,8 @@
 struct loop_ops {
 	/* A connection finished its handshake. */
 	void (*ready)(void *arg, struct conn *c);
+	/* The peer sent SYNC (see conn_ops). */
+	void (*synced)(void *arg, struct conn *c);
 	/* Routing control messages of a connection (see conn_ops). */
 	int (*control)(void *arg, struct conn *c, const struct ctl_msg *m);
 	/* A connection died: forget it; its channels close. */

@@ -87,8 +87,9 @@ validate_config(const tern_config *cfg)
 		return tern__error(TERN_EINVAL,
 		                   "max_message_bytes must be > 0 and queue.max_bytes >= 1 MiB");
 	}
-	if (cfg->mode != TERN_MODE_PEER && cfg->mode != TERN_MODE_ROUTER) {
-		return tern__error(TERN_EINVAL, "mode must be peer or router");
+	if (cfg->mode != TERN_MODE_PEER && cfg->mode != TERN_MODE_ROUTER &&
+	    cfg->mode != TERN_MODE_CLIENT) {
+		return tern__error(TERN_EINVAL, "mode must be peer, router or client");
 	}
 	if (cfg->slow_consumer_ms == 0) {
 		return tern__error(TERN_EINVAL, "slow_consumer_ms must be > 0");
@@ -230,6 +231,10 @@ tern_node_id(const tern_node *node)
 int
 tern_node_listen(tern_node *node, const char *endpoint, char *bound, size_t bound_len)
 {
+	if (node->cfg.mode == TERN_MODE_CLIENT) {
+		return tern__error(TERN_EINVAL, "a node in client mode does not listen (%s)",
+		                   endpoint);
+	}
 	return loop_listen(session_loop(node->session), endpoint, bound, bound_len);
 }
 

@@ -18,6 +18,7 @@
 #include "ketree.h"
 #include "park.h"
 #include "route.h"
+#include "scope.h"
 #include "session.h"
 #include "subq.h"
 #include "writer.h"
@@ -166,6 +167,7 @@ struct session {
 	struct loop *loop;
 	/* I/O thread */
 	struct route_table routes;
+	struct scope_table scopes; /* what each client link asked to be told */
 	struct src *remote;
 	struct src *pubs;
 	struct ketree srcs;     /* every source, local and remote, by key */
@@ -407,8 +409,21 @@ send_end(struct conn *c, struct ctl_str origin, uint64_t sub_id, enum ctl_unsub_
 static bool
 carries(const struct session *s, const struct conn *from, const struct conn *to)
 {
+	if (s->cfg->mode == TERN_MODE_CLIENT) {
+		return from == NULL; /* a client is nobody's way to anything */
+	}
 	return s->cfg->mode == TERN_MODE_ROUTER || from == NULL || !from->peer_router ||
 	       !to->peer_router;
+}
+
+/* Whether to tell `to` of i, which came from `from`: what this node
+ * carries, and of that a client is told what its scope meets. */
+static bool
+tells(const struct session *s, const struct conn *from, const struct conn *to,
+      const struct interest *i)
+{
+	return carries(s, from, to) &&
+	       (!to->peer_client || scope_meets(&s->scopes, to, i->keyexpr, i->ke_len));
 }
 
 /* Tell every ready connection but `except`. */
@@ -419,7 +434,7 @@ spread(struct session *s, const struct interest *i, bool declare, struct conn *e
 
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
-		if (c != except && conn_state(c) == CONN_READY && carries(s, from, c)) {
+		if (c != except && conn_state(c) == CONN_READY && tells(s, from, c, i)) {
 			send_sub(c, i, declare);
 		}
 	}
@@ -503,7 +518,7 @@ drop_link(struct session *s, struct interest *i, struct conn *c)
 	/* and c, still up but no longer the way to it, is told, as every link
 	 * but the route is: its own way to the subscriber has gone, this one
 	 * may be its only one */
-	if (conn_state(c) == CONN_READY && carries(s, i->from[0], c)) {
+	if (conn_state(c) == CONN_READY && tells(s, i->from[0], c, i)) {
 		send_sub(c, i, true);
 	}
 	return DROP_MOVED;
@@ -542,8 +557,9 @@ end_interest(struct session *s, struct interest *i, struct conn *by)
 	i->nfrom = 0;
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
-		if (conn_state(c) != CONN_READY || from_origin(c, i)) {
-			continue;
+		if (conn_state(c) != CONN_READY || from_origin(c, i) ||
+		    (c->peer_client && !scope_meets(&s->scopes, c, i->keyexpr, i->ke_len))) {
+			continue; /* a client never told of it */
 		}
 		send_end(c, origin, i->sub_id, c == by ? CTL_UNSUB_ENDED_ACK : CTL_UNSUB_ENDED);
 		if (c != by && i->local == NULL) {
@@ -869,11 +885,35 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 }
 
 static void
+send_scope(struct conn *c, const char *ke, size_t len)
+{
+	struct ctl_msg m = {.type = CTL_SCOPE};
+
+	m.u.scope.p = ke;
+	m.u.scope.len = len;
+	conn_send_ctl(c, &m);
+}
+
+/*
+ * c carries traffic: declare what c is to know, then SYNC. A client first
+ * names its publishers' keys (their answers come before the SYNC it is
+ * answered with); a client link is told nothing yet: its scope is empty
+ * until its SCOPEs come, and its SYNC is answered then (on_synced).
+ */
+static void
 on_ready(void *arg, struct conn *c)
 {
 	struct session *s = arg;
 	struct ctl_msg sync = {.type = CTL_SYNC};
 
+	if (c->peer_client) {
+		return;
+	}
+	if (s->cfg->mode == TERN_MODE_CLIENT) {
+		for (struct src *src = s->pubs; src != NULL; src = src->next) {
+			send_scope(c, src->key, src->key_len);
+		}
+	}
 	for (struct interest *i = s->routes.head; i != NULL; i = i->next) {
 		if (i->ended) {
 			continue;
@@ -884,6 +924,65 @@ on_ready(void *arg, struct conn *c)
 	}
 	conn_send_ctl(c, &sync);
 	/* no route changes: nothing is routed toward c until it subscribes */
+}
+
+/* A client asks that its SCOPEs so far be answered: they were, in order. */
+static void
+on_synced(void *arg, struct conn *c)
+{
+	struct ctl_msg sync = {.type = CTL_SYNC};
+
+	(void)arg;
+	if (c->peer_client) {
+		conn_send_ctl(c, &sync);
+	}
+}
+
+struct scope_args {
+	struct session *s;
+	struct conn *c;
+};
+
+/* Tell the client of i if its scope did not meet i before. */
+static void
+scope_tell(void *arg, struct interest *i)
+{
+	struct scope_args *a = arg;
+
+	if (!i->ended &&
+	    (i->nfrom == 0 || (i->from[0] != a->c && carries(a->s, i->from[0], a->c))) &&
+	    !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
+		send_sub(a->c, i, true);
+	}
+}
+
+/* A client names a key it publishes on: tell it the subscriptions that
+ * meet it, and from now on those that come. */
+static int
+on_scope(struct session *s, struct conn *c, const struct ctl_msg *m)
+{
+	struct scope_args a = {s, c};
+	const struct ctl_str *ke = &m->u.scope;
+
+	if (!c->peer_client) {
+		return tern__error(TERN_EPROTO, "SCOPE from %s, which is not in client mode",
+		                   c->peer_id);
+	}
+	if (tern__key_check(ke->p, ke->len, true) != 0) {
+		return tern__error(TERN_EPROTO, "peer scoped a bad key expression: %s",
+		                   tern_last_error());
+	}
+	if (scope_has(&s->scopes, c, ke->p, ke->len)) {
+		return 0;
+	}
+	if (scope_full(&s->scopes, c)) { /* it becomes everything */
+		for (struct interest *i = s->routes.head; i != NULL; i = i->next) {
+			scope_tell(&a, i);
+		}
+	} else {
+		route_visit(&s->routes, ke->p, ke->len, scope_tell, &a);
+	}
+	return scope_add(&s->scopes, c, ke->p, ke->len);
 }
 
 /* ---- delivery of remote messages (inchan ops, I/O thread) ---- */
@@ -1795,6 +1894,8 @@ on_control(void *arg, struct conn *c, const struct ctl_msg *m)
 		return on_open(s, c, m);
 	case CTL_DENY:
 		return on_deny(s, c, m);
+	case CTL_SCOPE:
+		return on_scope(s, c, m);
 	case CTL_CLOSE: {
 		struct inchan *in = conn_inchan(c, m->u.credit.channel);
 		if (in != NULL) {
@@ -1876,6 +1977,7 @@ on_gone(void *arg, struct conn *c)
 	if (every) {
 		update_all(s);
 	}
+	scope_forget(&s->scopes, c);
 	free(srcs);
 	free(moved);
 }
@@ -1945,8 +2047,12 @@ on_round(void *arg)
 	return run_due_updates(s);
 }
 
-static const struct loop_ops session_loop_ops = {
-    .ready = on_ready, .control = on_control, .gone = on_gone, .tick = on_tick, .round = on_round};
+static const struct loop_ops session_loop_ops = {.ready = on_ready,
+                                                 .synced = on_synced,
+                                                 .control = on_control,
+                                                 .gone = on_gone,
+                                                 .tick = on_tick,
+                                                 .round = on_round};
 
 /* ---- the publish path ---- */
 
@@ -2394,7 +2500,48 @@ do_pub_open(void *arg)
 	}
 	src_link(&s->pubs, src);
 	src_update(s, src, NULL);
+	if (s->cfg->mode == TERN_MODE_CLIENT) {
+		struct ctl_msg sync = {.type = CTL_SYNC};
+		for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+		     c = loop_next_conn(s->loop, c)) {
+			if (conn_state(c) == CONN_READY) {
+				send_scope(c, src->key, src->key_len);
+				conn_send_ctl(c, &sync);
+			}
+		}
+	}
 	return 0;
+}
+
+/* Has every ready link answered each SYNC sent on it? */
+static int
+scopes_answered(void *arg)
+{
+	struct session *s = arg;
+
+	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+	     c = loop_next_conn(s->loop, c)) {
+		if (conn_state(c) == CONN_READY && c->syncs_in != c->syncs_out) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* A client's publisher knows of the subscriptions that meet its key once
+ * its SCOPE is answered: wait for that (a link that breaks meanwhile
+ * answers nothing), at most publish_timeout_ms. */
+static void
+wait_scoped(struct session *s)
+{
+	uint64_t until = clock_ms() + s->cfg->publish_timeout_ms;
+	long ns = 20000;
+
+	while (!loop_run(s->loop, scopes_answered, s) && clock_ms() < until) {
+		struct timespec ts = {0, ns};
+		nanosleep(&ts, NULL);
+		ns = ns < 1000000 ? ns * 2 : ns;
+	}
 }
 
 int
@@ -2436,6 +2583,9 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 		free(src->publisher);
 		free(l);
 		return tern__error(TERN_ENOMEM, "no memory to index publisher '%s'", key);
+	}
+	if (s->cfg->mode == TERN_MODE_CLIENT && !loop_on_thread(s->loop)) {
+		wait_scoped(s); /* on the I/O thread the answers are read after this */
 	}
 	*out = src;
 	return 0;
@@ -2870,10 +3020,9 @@ do_json(void *arg)
 	jtext_printf(&a->text,
 	             ",\"mode\":\"%s\",\"messages_out\":%llu,\"bytes_out\":%llu,\"dropped\":%llu,"
 	             "\"messages_in\":%llu,\"bytes_in\":%llu,\"refused_in\":%llu,\"connections\":[",
-	             s->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer",
-	             (unsigned long long)st.messages, (unsigned long long)st.bytes,
-	             (unsigned long long)st.dropped, (unsigned long long)st.messages_in,
-	             (unsigned long long)st.bytes_in,
+	             ctl_mode_name((uint64_t)s->cfg->mode), (unsigned long long)st.messages,
+	             (unsigned long long)st.bytes, (unsigned long long)st.dropped,
+	             (unsigned long long)st.messages_in, (unsigned long long)st.bytes_in,
 	             (unsigned long long)atomic_load(&s->refused_in));
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
@@ -2951,7 +3100,9 @@ do_report(void *arg)
 		                                .endpoint = c->endpoint,
 		                                .identity = c->identity,
 		                                .low_latency = c->low_latency,
-		                                .router = c->peer_router,
+		                                .peer_mode = c->peer_router   ? TERN_MODE_ROUTER
+		                                             : c->peer_client ? TERN_MODE_CLIENT
+		                                                              : TERN_MODE_PEER,
 		                                .rtt_us = c->rtt_us,
 		                                .bytes_in = atomic_load(&c->bytes_in),
 		                                .bytes_out = atomic_load(&c->batch_bytes)};
@@ -3028,6 +3179,7 @@ session_close(struct session *s)
 	}
 	loop_close(s->loop);
 	route_free_all(&s->routes);
+	scope_free_all(&s->scopes);
 	while (s->remote != NULL) {
 		struct src *src = s->remote;
 		s->remote = src->next;

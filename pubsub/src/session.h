@@ -96,7 +96,7 @@ struct session_conn_report {
 	const char *endpoint;
 	const char *identity; /* the peer's certificate's common name; "": none proved */
 	bool low_latency;
-	bool router;
+	int peer_mode;                /* enum tern_mode */
 	uint64_t rtt_us;              /* 0: not measured yet */
 	uint64_t bytes_in, bytes_out; /* totals: payload received, bytes written */
 };

@@ -197,7 +197,8 @@ on_conn(void *arg, const struct session_conn_report *c)
 	jtext_printf(&t->text, ",\"identity\":");
 	jtext_str(&t->text, c->identity);
 	jtext_printf(&t->text, ",\"mode\":\"%s\",\"peer_mode\":\"%s\",",
-	             c->low_latency ? "low-latency" : "batched", c->router ? "router" : "peer");
+	             c->low_latency ? "low-latency" : "batched",
+	             ctl_mode_name((uint64_t)c->peer_mode));
 	if (c->rtt_us > 0) {
 		jtext_printf(&t->text, "\"rtt_us\":%llu", (unsigned long long)c->rtt_us);
 	} else {
@@ -220,13 +221,12 @@ build(struct telemetry *t)
 	t->last_ms = now;
 	jtext_printf(&t->text, "{\"node\":");
 	jtext_str(&t->text, t->cfg->id);
-	jtext_printf(&t->text,
-	             ",\"mode\":\"%s\",\"uptime_s\":%.3f,\"interval_ms\":%u,\"time_us\":%llu,"
-	             "\"version\":\"%s\",\"keys\":[",
-	             t->cfg->mode == TERN_MODE_ROUTER ? "router" : "peer",
-	             (double)clock_since(now, t->started_ms) / 1000.0,
-	             t->cfg->telemetry_interval_ms, (unsigned long long)clock_wall_us(),
-	             TERN_VERSION);
+	jtext_printf(
+	    &t->text,
+	    ",\"mode\":\"%s\",\"uptime_s\":%.3f,\"interval_ms\":%u,\"time_us\":%llu,"
+	    "\"version\":\"%s\",\"keys\":[",
+	    ctl_mode_name((uint64_t)t->cfg->mode), (double)clock_since(now, t->started_ms) / 1000.0,
+	    t->cfg->telemetry_interval_ms, (unsigned long long)clock_wall_us(), TERN_VERSION);
 	t->first_key = true;
 	t->first_conn = true;
 	session_report(t->session, &ops, t);

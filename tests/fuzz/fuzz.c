@@ -84,6 +84,8 @@ msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 		return a->u.deny.what == b->u.deny.what && str_eq(a->u.deny.name, b->u.deny.name) &&
 		       a->u.deny.id == b->u.deny.id && str_eq(a->u.deny.key, b->u.deny.key) &&
 		       str_eq(a->u.deny.reason, b->u.deny.reason);
+	case CTL_SCOPE:
+		return str_eq(a->u.scope, b->u.scope);
 	case CTL_SYNC:
 		return true;
 	default:

@@ -490,16 +490,33 @@ frames_corrupt(void)
 
 /* A HELLO with every number given: the connection harness's edges. */
 static void
-put_hello_numbers(uint64_t batch_max, uint64_t chunk, uint64_t window, uint64_t keepalive_ms)
+put_hello_as(uint64_t mode, uint64_t batch_max, uint64_t chunk, uint64_t window,
+             uint64_t keepalive_ms)
 {
 	struct ctl_msg m = {.type = CTL_HELLO};
 
 	m.u.hello.id = str("fuzz-peer");
+	m.u.hello.mode = mode;
 	m.u.hello.batch_max = batch_max;
 	m.u.hello.chunk = chunk;
 	m.u.hello.max_message = 65536;
 	m.u.hello.window = window;
 	m.u.hello.keepalive_ms = keepalive_ms;
+	put_ctl(&m);
+}
+
+static void
+put_hello_numbers(uint64_t batch_max, uint64_t chunk, uint64_t window, uint64_t keepalive_ms)
+{
+	put_hello_as(0, batch_max, chunk, window, keepalive_ms);
+}
+
+static void
+put_scope(const char *ke)
+{
+	struct ctl_msg m = {.type = CTL_SCOPE};
+
+	m.u.scope = str(ke);
 	put_ctl(&m);
 }
 
@@ -570,6 +587,17 @@ conn(void)
 	put_deny(CTL_DENY_OPEN, "fuzz-node/1", 1, "fuzz/data", "access denied");
 	put_deny(CTL_DENY_OPEN, "x", WIRE_CHANNEL_MAX, "x", "");
 	emit("conn", "acl_refused");
+	/* a client: its SCOPEs, each answered at its SYNC, then a bad one */
+	put_preamble();
+	put_hello_as(2, 65536, 65536, 262144, 1000);
+	put_scope("fuzz/x");
+	put_ctl(&(struct ctl_msg){.type = CTL_SYNC});
+	put_sub(CTL_SUB, "fuzz-peer", 1, "fuzz/**");
+	put_scope("fuzz/**");
+	put_scope("fuzz/x");
+	put_ctl(&(struct ctl_msg){.type = CTL_SYNC});
+	put_scope("fuzz//x");
+	emit("conn", "client_scopes");
 	/* the HELLOs that once hung the node (2^62+1) or grew it (4 GiB) */
 	conn_start(65536, 65536, (1ull << 62) + 1, 1000);
 	emit("conn", "hello_window_2p62_plus_1");

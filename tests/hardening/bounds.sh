@@ -195,7 +195,8 @@ values)
 		expect "hello_keepalive_$v" 'HELLO keepalive_ms' --hello "keepalive_ms=$v"
 	done
 	for v in 1 3600000; do expect "hello_keepalive_$v" ok --hello "keepalive_ms=$v"; done
-	for v in 2 $U32 $U64; do expect "hello_mode_$v" 'HELLO mode' --hello "mode=$v"; done
+	for v in 3 $U32 $U64; do expect "hello_mode_$v" 'HELLO mode' --hello "mode=$v"; done
+	expect hello_mode_2 ok --hello mode=2
 	for v in 0 0x100001 $U32 $U64; do
 		expect "open_channel_$v" 'OPEN channel' --send "open:$v:$W"
 		expect "close_channel_$v" 'CLOSE channel' --send "close:$v"

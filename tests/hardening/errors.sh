@@ -89,6 +89,8 @@ unknown_flag)
 	expect pub_bad_size 2 'tern pub: --size' 10 -- "$TERN" pub k --size -5
 	expect sub_bad_timeout 2 'tern sub: --timeout' 10 -- "$TERN" sub k --timeout soon
 	expect node_bad_mode 2 'tern node: .*hub' 10 -- "$TERN" node --mode hub
+	expect node_client_listens 2 'tern node: .*client mode does not listen' 10 -- \
+		"$TERN" node --mode client --listen tcp://127.0.0.1:0
 	expect node_bad_endpoint 2 'tern node: .*udp://x:1' 10 -- "$TERN" node --listen udp://x:1
 	expect sub_bad_keyexpr 2 'tern sub: .*a//b' 10 -- "$TERN" sub 'a//b'
 	expect pub_wildcard_key 2 'tern pub: .*a/\*' 10 -- "$TERN" pub 'a/*' --data x

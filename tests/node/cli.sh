@@ -52,7 +52,7 @@ rc=0
 expect_usage_error 'unknown command "frobnicate"' frobnicate
 expect_usage_error 'unknown option or missing value: --bogus' node --bogus
 expect_usage_error 'unknown option or missing value: --listen' node --listen
-expect_usage_error '--mode: "hub" is not peer or router' node --mode hub
+expect_usage_error '--mode: "hub" is not peer, router or client' node --mode hub
 expect_usage_error '--listen: endpoint "tcp://localhost": missing ":PORT"' node --listen tcp://localhost
 expect_usage_error '--connect: endpoint "http://x:1"' sub k --connect http://x:1
 expect_usage_error 'unexpected argument "extra"' node extra

@@ -51,7 +51,7 @@ expect_error message_zero '{ "max_message_bytes": 0 }' 'key "max_message_bytes":
 expect_error chunk_huge '{ "chunk_bytes": 1e12 }' 'key "chunk_bytes": must be an integer from 256'
 expect_error reconnect_order '{ "reconnect": { "initial_ms": 5000, "max_ms": 1000 } }' 'key "reconnect.initial_ms": 5000 is larger than reconnect.max_ms'
 # bad enumerations
-expect_error mode_hub '{ "mode": "hub" }' 'key "mode": must be "peer" or "router"'
+expect_error mode_hub '{ "mode": "hub" }' 'key "mode": must be one of "peer", "router", "client"'
 expect_error reliability '{ "reliability": "sometimes" }' 'key "reliability": must be "reliable" or "best_effort"'
 expect_error log_verbose '{ "log": "verbose" }' 'key "log": must be one of "error", "warn", "info", "debug"'
 # bad endpoints

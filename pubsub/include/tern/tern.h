@@ -60,7 +60,14 @@ const char *tern_last_error(void);
 const char *tern_version(void);
 int tern_protocol_version(void);
 
-enum tern_mode { TERN_MODE_PEER = 0, TERN_MODE_ROUTER = 1 };
+/*
+ * A peer routes for the nodes connected to it; a router also carries
+ * traffic and subscriptions between routers. A client routes nothing and
+ * does not listen: the nodes it connects to tell it only the subscriptions
+ * that meet its publishers' keys, so a thousand clients of a router do not
+ * each hold every subscription (docs/PROTOCOL.md, "Clients").
+ */
+enum tern_mode { TERN_MODE_PEER = 0, TERN_MODE_ROUTER = 1, TERN_MODE_CLIENT = 2 };
 enum tern_reliability { TERN_RELIABLE = 0, TERN_BEST_EFFORT = 1 };
 enum tern_log_level { TERN_LOG_ERROR = 0, TERN_LOG_WARN, TERN_LOG_INFO, TERN_LOG_DEBUG };
 
@@ -152,7 +159,8 @@ int tern_node_open(tern_node **out, const tern_config *cfg);
  * "tls://HOST:PORT" or "unix:///absolute/path". With port 0 the system picks
  * one; the endpoint actually bound is written to bound (if not NULL).
  * tls:// needs tls_cert and tls_key. Errors: TERN_EENDPOINT,
- * TERN_EADDRINUSE, TERN_ESYS, TERN_EINVAL (tls:// without a certificate).
+ * TERN_EADDRINUSE, TERN_ESYS, TERN_EINVAL (tls:// without a certificate,
+ * or a node in client mode).
  */
 int tern_node_listen(tern_node *node, const char *endpoint, char *bound, size_t bound_len);
 
@@ -182,6 +190,10 @@ const char *tern_node_id(const tern_node *node);
  * Publishers.
  * tern_pub_open: declare a publisher on a key (no wildcards). reliability is
  * an enum tern_reliability, or -1 for the node's default.
+ * In client mode it returns once the nodes the client is connected to have
+ * told it the subscriptions that meet the key (at most publish_timeout_ms;
+ * from a subscriber's callback it does not wait: they come as the I/O
+ * thread reads on).
  * Errors: TERN_EKEY, TERN_ENOMEM.
  */
 int tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliability);

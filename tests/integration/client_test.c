@@ -1,0 +1,297 @@
+/*
+ * client_test.c - nodes in client mode: told only the subscriptions their
+ * publishers' keys meet, and never less than a peer would be told of them.
+ *  - on the wire (a raw socket that says it is a client, to a real
+ *    router): nothing before its SYNC is answered; after a SCOPE, the
+ *    subscriptions that meet it, then the answer to the SYNC that follows;
+ *    later subscriptions only if they meet the scope; a SCOPE from a node
+ *    not in client mode, or one that is no key expression, ends its
+ *    connection;
+ *  - through the API: a client's publisher matches a subscription the
+ *    router knew before tern_pub_open returns, whether it was opened
+ *    before or after the client connected, and a subscription that comes
+ *    later; every message reaches the subscriber; a client's own
+ *    subscription works; a client does not listen.
+ *
+ * Every wait is bounded and fails rather than hangs; bounds are generous,
+ * never timing goals.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "nodes.h"
+#include "raw.h"
+
+#define WAIT_MS NODES_WAIT_MS
+
+static tern_node *
+listening(const char *id, int mode, char *bound, size_t len)
+{
+	tern_node *n = open_node(id, mode);
+
+	assert_int_equal(tern_node_listen(n, "tcp://127.0.0.1:0", bound, len), 0);
+	return n;
+}
+
+static tern_node *
+connected(const char *id, int mode, const char *bound)
+{
+	tern_node *n = open_node(id, mode);
+
+	assert_int_equal(tern_node_connect(n, bound), 0);
+	assert_int_equal(tern_node_wait_peers(n, 1, WAIT_MS), 0);
+	return n;
+}
+
+/* Wait until the router has the subscriptions that match key: a peer-mode
+ * publisher on it is matched `want` times. */
+static void
+router_knows(tern_node *probe, const char *key, int want)
+{
+	tern_pub *p;
+
+	assert_int_equal(tern_pub_open(&p, probe, key, TERN_RELIABLE), 0);
+	assert_int_equal(wait_matched(p, want), want);
+	tern_pub_close(p);
+}
+
+static bool
+is_sub(const struct ctl_msg *m, const char *ke)
+{
+	return m->type == CTL_SUB && m->u.sub.keyexpr.len == strlen(ke) &&
+	       memcmp(m->u.sub.keyexpr.p, ke, strlen(ke)) == 0;
+}
+
+/* Read up to the next SYNC; the SUBs before it, by key expression, into
+ * seen (a comma-separated list). */
+static void
+until_sync(struct raw *r, char *seen, size_t len)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	struct ctl_msg m;
+
+	seen[0] = '\0';
+	while (raw_next(r, &m, deadline)) {
+		if (m.type == CTL_SYNC) {
+			return;
+		}
+		if (m.type == CTL_SUB) {
+			size_t at = strlen(seen);
+			snprintf(seen + at, len - at, "%s%.*s", at > 0 ? "," : "",
+			         (int)m.u.sub.keyexpr.len, m.u.sub.keyexpr.p);
+		}
+	}
+	fail_msg("no SYNC from the router in %d ms", WAIT_MS);
+}
+
+static void
+send_scope(struct raw *r, const char *ke)
+{
+	struct ctl_msg m = {.type = CTL_SCOPE};
+	struct ctl_msg sync = {.type = CTL_SYNC};
+
+	m.u.scope = S(ke);
+	raw_send(r, &m);
+	raw_send(r, &sync);
+}
+
+static void
+test_scope_on_the_wire(void **state)
+{
+	char bound[128], seen[512];
+	tern_node *r = listening("r", TERN_MODE_ROUTER, bound, sizeof(bound));
+	tern_node *p = connected("p", TERN_MODE_PEER, bound);
+	tern_sub *ax, *a, *bany, *later, *other, *marker;
+	struct raw c;
+	struct ctl_msg m;
+
+	(void)state;
+	assert_int_equal(tern_sub_open(&ax, p, "a/x", NULL, NULL), 0);
+	assert_int_equal(tern_sub_open(&bany, p, "b/**", NULL, NULL), 0);
+	assert_int_equal(tern_sub_open(&a, p, "a", NULL, NULL), 0);
+	router_knows(r, "a", 1);
+	router_knows(r, "b/q", 1);
+	router_knows(r, "a/x", 1);
+
+	raw_open_as(&c, bound, "c", TERN_MODE_CLIENT);
+	until_sync(&c, seen, sizeof(seen));
+	assert_string_equal(seen, ""); /* its scope is empty */
+
+	send_scope(&c, "a/x");
+	until_sync(&c, seen, sizeof(seen));
+	assert_string_equal(seen, "a/x");
+	send_scope(&c, "a/x"); /* known: nothing again */
+	until_sync(&c, seen, sizeof(seen));
+	assert_string_equal(seen, "");
+	send_scope(&c, "b/q");
+	until_sync(&c, seen, sizeof(seen));
+	assert_string_equal(seen, "b/**");
+	send_scope(&c, "a"); /* a prefix of what it asked for is new */
+	until_sync(&c, seen, sizeof(seen));
+	assert_string_equal(seen, "a");
+
+	/* later ones: "c/y" meets nothing it asked for, "a/ *" (a wildcard)
+	 * does; the router handles p's declarations in order, so once the
+	 * wildcard came, "c/y" would have come before it */
+	assert_int_equal(tern_sub_open(&other, p, "c/y", NULL, NULL), 0);
+	assert_int_equal(tern_sub_open(&later, p, "a/*", NULL, NULL), 0);
+	for (uint64_t deadline = now_ms() + WAIT_MS;;) {
+		assert_true(raw_next(&c, &m, deadline));
+		assert_false(is_sub(&m, "c/y"));
+		if (is_sub(&m, "a/*")) {
+			break;
+		}
+	}
+	/* and its end, since it was told of it */
+	tern_sub_close(later);
+	for (uint64_t deadline = now_ms() + WAIT_MS;;) {
+		assert_true(raw_next(&c, &m, deadline));
+		if (m.type == CTL_UNSUB && m.u.sub.end == CTL_UNSUB_ENDED) {
+			break;
+		}
+	}
+	/* "c/y" ended too, untold: no UNSUB of it comes before the SUB of a second "a/x" */
+	tern_sub_close(other);
+	assert_int_equal(tern_sub_open(&marker, p, "a/x", NULL, NULL), 0);
+	for (uint64_t deadline = now_ms() + WAIT_MS;;) {
+		assert_true(raw_next(&c, &m, deadline));
+		assert_false(m.type == CTL_UNSUB);
+		if (is_sub(&m, "a/x")) {
+			break;
+		}
+	}
+	close(c.fd);
+	tern_sub_close(marker);
+	tern_sub_close(bany);
+	tern_sub_close(a);
+	tern_sub_close(ax);
+	tern_node_close(p);
+	tern_node_close(r);
+}
+
+/* The router ends the connection: reads stop before the deadline. */
+static void
+ended(struct raw *c)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	struct ctl_msg m;
+
+	while (raw_next(c, &m, deadline)) {
+	}
+	assert_true(now_ms() < deadline);
+	close(c->fd);
+}
+
+static void
+test_scope_from_a_peer_refused(void **state)
+{
+	char bound[128], seen[64];
+	tern_node *r = listening("r", TERN_MODE_ROUTER, bound, sizeof(bound));
+	struct raw c;
+
+	(void)state;
+	raw_open_as(&c, bound, "notaclient", TERN_MODE_PEER);
+	send_scope(&c, "a/x");
+	ended(&c);
+	/* and a client's SCOPE that is no key expression */
+	raw_open_as(&c, bound, "badclient", TERN_MODE_CLIENT);
+	until_sync(&c, seen, sizeof(seen));
+	send_scope(&c, "a//x");
+	ended(&c);
+	tern_node_close(r);
+}
+
+/* n reliable messages on pub, each its number; then the subscriber gets
+ * each of them once, in order. */
+static void
+publish_and_check(tern_pub *pub, tern_sub *sub, int n)
+{
+	for (int k = 1; k <= n; k++) {
+		assert_int_equal(tern_publish(pub, &k, sizeof(k)), 0);
+	}
+	assert_int_equal(tern_pub_flush(pub, WAIT_MS), 0);
+	for (int k = 1; k <= n; k++) {
+		tern_msg msg;
+		int v;
+		assert_int_equal(tern_sub_recv(sub, &msg, WAIT_MS), 0);
+		assert_int_equal(msg.len, sizeof(v));
+		memcpy(&v, msg.data, sizeof(v));
+		assert_int_equal(v, k);
+	}
+}
+
+static void
+test_client_publishes(void **state)
+{
+	char bound[128], why[64];
+	tern_node *r = listening("r", TERN_MODE_ROUTER, bound, sizeof(bound));
+	tern_node *s = connected("s", TERN_MODE_PEER, bound);
+	tern_node *c = open_node("c", TERN_MODE_CLIENT);
+	tern_pub *before, *after, *late;
+	tern_sub *sk, *sk2, *slate, *mine;
+
+	(void)state;
+	assert_int_equal(tern_node_listen(c, "tcp://127.0.0.1:0", why, sizeof(why)), TERN_EINVAL);
+	assert_int_equal(tern_sub_open(&sk, s, "k", NULL, NULL), 0);
+	assert_int_equal(tern_sub_open(&sk2, s, "k2/**", NULL, NULL), 0);
+	router_knows(r, "k", 1);
+	router_knows(r, "k2/x", 1);
+
+	/* opened before the client connects: matched once it is ready */
+	assert_int_equal(tern_pub_open(&before, c, "k2/x", TERN_RELIABLE), 0);
+	assert_int_equal(tern_pub_matched(before), 0);
+	assert_int_equal(tern_node_connect(c, bound), 0);
+	assert_int_equal(tern_node_wait_peers(c, 1, WAIT_MS), 0);
+	assert_int_equal(tern_pub_matched(before), 1);
+	/* opened after: matched when tern_pub_open returns */
+	assert_int_equal(tern_pub_open(&after, c, "k", TERN_RELIABLE), 0);
+	assert_int_equal(tern_pub_matched(after), 1);
+	publish_and_check(after, sk, 1000);
+	publish_and_check(before, sk2, 1000);
+
+	/* a subscription that comes later reaches the client */
+	assert_int_equal(tern_pub_open(&late, c, "late", TERN_RELIABLE), 0);
+	assert_int_equal(tern_pub_matched(late), 0);
+	assert_int_equal(tern_sub_open(&slate, s, "late", NULL, NULL), 0);
+	assert_int_equal(wait_matched(late, 1), 1);
+	publish_and_check(late, slate, 100);
+
+	/* its own subscription: told to the router like any other */
+	assert_int_equal(tern_sub_open(&mine, c, "to/c", NULL, NULL), 0);
+	{
+		tern_pub *to_c;
+		assert_int_equal(tern_pub_open(&to_c, s, "to/c", TERN_RELIABLE), 0);
+		assert_int_equal(wait_matched(to_c, 1), 1);
+		publish_and_check(to_c, mine, 100);
+		assert_int_equal(tern_pub_close(to_c), 0);
+	}
+
+	assert_int_equal(tern_pub_close(before), 0);
+	assert_int_equal(tern_pub_close(after), 0);
+	assert_int_equal(tern_pub_close(late), 0);
+	tern_sub_close(mine);
+	tern_sub_close(slate);
+	tern_sub_close(sk2);
+	tern_sub_close(sk);
+	tern_node_close(c);
+	tern_node_close(s);
+	tern_node_close(r);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest all[] = {
+	    cmocka_unit_test(test_scope_on_the_wire),
+	    cmocka_unit_test(test_scope_from_a_peer_refused),
+	    cmocka_unit_test(test_client_publishes),
+	};
+
+	if (argc > 1) {
+		cmocka_set_test_filter(argv[1]);
+	}
+	return cmocka_run_group_tests(all, NULL, NULL);
+}
