@@ -51,6 +51,16 @@ get_text(const cJSON *obj, const char *name)
 	return item->valuestring;
 }
 
+/* A node's mode as reported: one of three names (anything else is a
+ * peer's, as a node that says nothing of it is). */
+static const char *
+mode_of(const char *text)
+{
+	return strcmp(text, "router") == 0   ? "router"
+	       : strcmp(text, "client") == 0 ? "client"
+	                                     : "peer";
+}
+
 /* A finite number member, or NAN when absent, null or not a number. */
 static double
 get_num(const cJSON *obj, const char *name)
@@ -294,7 +304,7 @@ read_conns(struct live *lv, struct live_node *n, const cJSON *conns)
 			return -1;
 		}
 		lc->low_latency = strcmp(get_text(c, "mode"), "low-latency") == 0;
-		lc->peer_router = strcmp(get_text(c, "peer_mode"), "router") == 0;
+		lc->peer_mode = mode_of(get_text(c, "peer_mode"));
 		lc->rtt_us = get_num(c, "rtt_us");
 		lc->bytes_in_per_s = get_amount(c, "bytes_in_per_s");
 		lc->bytes_out_per_s = get_amount(c, "bytes_out_per_s");
@@ -415,7 +425,7 @@ live_report(struct live *lv, const char *key, const char *json, size_t len,
 			return -1;
 		}
 	}
-	n->router = strcmp(get_text(r, "mode"), "router") == 0;
+	n->mode = mode_of(get_text(r, "mode"));
 	snprintf(n->version, sizeof(n->version), "%s", get_text(r, "version"));
 	n->uptime_s = get_amount(r, "uptime_s");
 	double interval = get_num(r, "interval_ms");
@@ -481,7 +491,7 @@ conn_json(const struct live_conn *c)
 	cJSON_AddStringToObject(o, "peer", c->peer);
 	cJSON_AddStringToObject(o, "endpoint", c->endpoint);
 	cJSON_AddStringToObject(o, "mode", c->low_latency ? "low-latency" : "batched");
-	cJSON_AddStringToObject(o, "peer_mode", c->peer_router ? "router" : "peer");
+	cJSON_AddStringToObject(o, "peer_mode", c->peer_mode);
 	add_num(o, "rtt_us", c->rtt_us);
 	add_num(o, "bytes_in_per_s", c->bytes_in_per_s);
 	add_num(o, "bytes_out_per_s", c->bytes_out_per_s);
@@ -500,7 +510,7 @@ node_json(const struct live_node *n, const struct live_time *now)
 	}
 	cJSON_AddStringToObject(o, "node", n->id);
 	cJSON_AddBoolToObject(o, "reporting", true);
-	cJSON_AddStringToObject(o, "mode", n->router ? "router" : "peer");
+	cJSON_AddStringToObject(o, "mode", n->mode);
 	cJSON_AddStringToObject(o, "version", n->version);
 	add_num(o, "uptime_s", n->uptime_s);
 	cJSON_AddNumberToObject(o, "interval_ms", n->interval_ms);

@@ -53,8 +53,8 @@ struct live_conn {
 	char *peer;
 	char *endpoint;
 	bool low_latency;
-	bool peer_router;
-	double rtt_us; /* NAN before the first round trip */
+	const char *peer_mode; /* "peer", "router" or "client" (static) */
+	double rtt_us;         /* NAN before the first round trip */
 	double bytes_in_per_s;
 	double bytes_out_per_s;
 };
@@ -78,7 +78,7 @@ struct live_series {
 
 struct live_node {
 	char *id;
-	bool router;
+	const char *mode; /* "peer", "router" or "client" (static) */
 	char version[32];
 	double uptime_s;
 	uint32_t interval_ms;

@@ -133,7 +133,7 @@ node_families(struct text *t, const struct live *lv, const struct live_time *now
 	       "1 for each node heard from within three of its report intervals.");
 	for (size_t i = 0; i < lv->nnodes; i++) {
 		const struct live_node *n = lv->nodes[i];
-		const char *labels[] = {"node", n->id, "mode", n->router ? "router" : "peer", NULL};
+		const char *labels[] = {"node", n->id, "mode", n->mode, NULL};
 		sample(t, "tern_node_up", labels, 1);
 	}
 	family(t, "tern_node_uptime_seconds", "gauge", "Seconds since the node opened.");

@@ -42,13 +42,13 @@ static const char ROUTER[] =
     "\"connections\":[{\"peer\":\"P\",\"endpoint\":\"tcp://127.0.0.1:5000\",\"mode\":\"batched\","
     "\"peer_mode\":\"peer\",\"rtt_us\":70,\"bytes_in_per_s\":64000,\"bytes_out_per_s\":10},"
     "{\"peer\":\"S\",\"endpoint\":\"tcp://127.0.0.1:5001\",\"mode\":\"batched\","
-    "\"peer_mode\":\"peer\",\"rtt_us\":null,\"bytes_in_per_s\":0,\"bytes_out_per_s\":64000},"
+    "\"peer_mode\":\"client\",\"rtt_us\":null,\"bytes_in_per_s\":0,\"bytes_out_per_s\":64000},"
     "{\"peer\":\"dash\",\"endpoint\":\"tcp://127.0.0.1:5002\",\"mode\":\"batched\","
     "\"peer_mode\":\"peer\",\"rtt_us\":50,\"bytes_in_per_s\":0,\"bytes_out_per_s\":900}]}";
 
-/* The subscriber's report: the key delivered, with latency. */
+/* The subscriber's report (a client): the key delivered, with latency. */
 static const char SUB[] =
-    "{\"node\":\"S\",\"mode\":\"peer\",\"uptime_s\":8,\"interval_ms\":500,\"keys\":[{\"key\":"
+    "{\"node\":\"S\",\"mode\":\"client\",\"uptime_s\":8,\"interval_ms\":500,\"keys\":[{\"key\":"
     "\"demo/a\",\"publisher\":\"P/1\",\"role\":\"sub\",\"msgs_per_s\":1000,\"bytes_per_s\":64000,"
     "\"msgs_total\":5000,\"drops\":0,\"missed\":3,\"blocked_ms\":0,\"queue_bytes\":0,"
     "\"lat_samples\":900,\"lat_p50_us\":80,\"lat_p99_us\":150,\"lat_p999_us\":400,"
@@ -116,6 +116,10 @@ test_live_message(void **state)
 	assert_string_equal(cJSON_GetObjectItem(r, "mode")->valuestring, "router");
 	assert_int_equal((int)num(r, "age_ms"), 200);
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r, "connections")), 3);
+	const cJSON *to_s = find(cJSON_GetObjectItem(r, "connections"), "peer", "S");
+	assert_string_equal(cJSON_GetObjectItem(to_s, "peer_mode")->valuestring, "client");
+	assert_string_equal(cJSON_GetObjectItem(find(nodes, "node", "S"), "mode")->valuestring,
+	                    "client");
 	const cJSON *dash = find(nodes, "node", "dash");
 	assert_non_null(dash);
 	assert_true(cJSON_IsFalse(cJSON_GetObjectItem(dash, "reporting")));
@@ -258,6 +262,7 @@ test_metrics(void **state)
 	assert_non_null(strstr(text, "tern_connection_rtt_seconds{node=\"P\",peer=\"R\",endpoint="
 	                             "\"tcp://127.0.0.1:7447\"} 9e-05\n"));
 	assert_non_null(strstr(text, "tern_node_up{node=\"R\",mode=\"router\"} 1\n"));
+	assert_non_null(strstr(text, "tern_node_up{node=\"S\",mode=\"client\"} 1\n"));
 	/* No rtt yet: no sample. Drops only for publishers, missed only for subscribers. */
 	assert_null(strstr(text, "tern_connection_rtt_seconds{node=\"R\",peer=\"S\""));
 	assert_null(strstr(text, "tern_key_drops_total{node=\"S\""));
