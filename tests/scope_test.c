@@ -69,6 +69,33 @@ test_full_becomes_everything(void **state)
 }
 
 static void
+test_remove(void **state)
+{
+	struct scope_table t = {0};
+	char key[32];
+
+	(void)state;
+	ADD(&t, &link_a, "s/1");
+	ADD(&t, &link_a, "s/1/temp");
+	assert_false(scope_remove(&t, &link_a, "s/2", 3));
+	assert_false(scope_remove(&t, &link_b, "s/1", 3));
+	assert_true(scope_remove(&t, &link_a, "s/1", 3));
+	assert_false(HAS(&t, &link_a, "s/1"));
+	assert_false(MEETS(&t, &link_a, "s/1"));
+	assert_true(MEETS(&t, &link_a, "s/*/temp"));
+	assert_true(scope_remove(&t, &link_a, "s/1/temp", 8));
+	assert_int_equal(t.by_link.n, 0); /* emptied: freed */
+	/* a scope that became everything stays so */
+	for (int k = 0; k <= SCOPE_MAX; k++) {
+		snprintf(key, sizeof(key), "k/%d", k);
+		ADD(&t, &link_a, key);
+	}
+	assert_false(scope_remove(&t, &link_a, "k/0", 3));
+	assert_true(MEETS(&t, &link_a, "k/0"));
+	scope_free_all(&t);
+}
+
+static void
 test_forget(void **state)
 {
 	struct scope_table t = {0};
@@ -91,6 +118,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_meets_what_was_asked),
 	    cmocka_unit_test(test_full_becomes_everything),
+	    cmocka_unit_test(test_remove),
 	    cmocka_unit_test(test_forget),
 	};
 

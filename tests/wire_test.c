@@ -314,6 +314,8 @@ sample_messages(struct ctl_msg *m, int *n)
 	m[i++].u.deny.reason = S("access denied: publish on 'secret/x'");
 	m[i].type = CTL_SCOPE;
 	m[i++].u.scope = S("sensors/a/b");
+	m[i].type = CTL_UNSCOPE;
+	m[i++].u.scope = S("sensors/a/b");
 	*n = i;
 }
 
@@ -385,6 +387,7 @@ test_control_roundtrip(void **state)
 			assert_str(d.u.deny.reason, m[i].u.deny.reason);
 			break;
 		case CTL_SCOPE:
+		case CTL_UNSCOPE:
 			assert_str(d.u.scope, m[i].u.scope);
 			break;
 		}

@@ -1583,6 +1583,7 @@ on_control(struct conn *c, const uint8_t *p, size_t len)
 	case CTL_CLOSE:
 	case CTL_DENY:
 	case CTL_SCOPE:
+	case CTL_UNSCOPE:
 		release_credited(c); /* the session may close a listed channel */
 		return c->ops->control(c->arg, c, &m);
 	default:

@@ -48,9 +48,10 @@ static int
 arity(int type)
 {
 	static const int n[] = {
-	    [CTL_HELLO] = 9,   [CTL_SYNC] = 1,   [CTL_SUB] = 5,     [CTL_UNSUB] = 4, [CTL_OPEN] = 6,
-	    [CTL_CLOSE] = 2,   [CTL_CREDIT] = 4, [CTL_BLOCKED] = 3, [CTL_PING] = 2,  [CTL_PONG] = 3,
-	    [CTL_GOODBYE] = 2, [CTL_DENY] = 6,   [CTL_SCOPE] = 2};
+	    [CTL_HELLO] = 9, [CTL_SYNC] = 1,   [CTL_SUB] = 5,     [CTL_UNSUB] = 4,
+	    [CTL_OPEN] = 6,  [CTL_CLOSE] = 2,  [CTL_CREDIT] = 4,  [CTL_BLOCKED] = 3,
+	    [CTL_PING] = 2,  [CTL_PONG] = 3,   [CTL_GOODBYE] = 2, [CTL_DENY] = 6,
+	    [CTL_SCOPE] = 2, [CTL_UNSCOPE] = 2};
 
 	return (type >= CTL_HELLO && type <= CTL_LAST) ? n[type] : 0;
 }
@@ -123,6 +124,7 @@ ctl_encode(const struct ctl_msg *m, uint8_t *out, size_t cap)
 		put_str(&e, m->u.reason);
 		break;
 	case CTL_SCOPE:
+	case CTL_UNSCOPE:
 		put_str(&e, m->u.scope);
 		break;
 	case CTL_DENY:
@@ -155,7 +157,7 @@ static const char *const names[] = {
     [CTL_UNSUB] = "UNSUB",   [CTL_OPEN] = "OPEN",       [CTL_CLOSE] = "CLOSE",
     [CTL_CREDIT] = "CREDIT", [CTL_BLOCKED] = "BLOCKED", [CTL_PING] = "PING",
     [CTL_PONG] = "PONG",     [CTL_GOODBYE] = "GOODBYE", [CTL_DENY] = "DENY",
-    [CTL_SCOPE] = "SCOPE"};
+    [CTL_SCOPE] = "SCOPE",   [CTL_UNSCOPE] = "UNSCOPE"};
 
 /* A well-formed number beyond its bound: the message is refused, and the
  * reason names it (the first one found, after no malformed token). */
@@ -325,6 +327,7 @@ decode_body(struct dec *d, struct ctl_msg *m)
 		text(d, t, "reason", m->u.reason);
 		break;
 	case CTL_SCOPE:
+	case CTL_UNSCOPE:
 		m->u.scope = get_str(d, CTL_TEXT_MAX);
 		text(d, t, "keyexpr", m->u.scope);
 		break;

@@ -27,10 +27,11 @@ enum ctl_type {
 	CTL_PONG = 10,
 	CTL_GOODBYE = 11,
 	CTL_DENY = 12,
-	CTL_SCOPE = 13
+	CTL_SCOPE = 13,
+	CTL_UNSCOPE = 14
 };
 
-#define CTL_LAST CTL_SCOPE
+#define CTL_LAST CTL_UNSCOPE
 
 /* What a DENY refuses (docs/PROTOCOL.md): a subscription or a channel. */
 enum ctl_deny_what { CTL_DENY_SUB = 0, CTL_DENY_OPEN = 1 };
@@ -109,7 +110,7 @@ struct ctl_msg {
 			                     microseconds since the Unix epoch */
 		};
 		struct ctl_str reason; /* CTL_GOODBYE */
-		struct ctl_str scope;  /* CTL_SCOPE: a key expression */
+		struct ctl_str scope;  /* CTL_SCOPE, CTL_UNSCOPE: a key expression */
 		struct {
 			uint64_t what;       /* enum ctl_deny_what */
 			struct ctl_str name; /* SUB: its origin; OPEN: its publisher */

@@ -119,6 +119,21 @@ scope_add(struct scope_table *t, const void *link, const char *ke, size_t len)
 	return 0;
 }
 
+bool
+scope_remove(struct scope_table *t, const void *link, const char *ke, size_t len)
+{
+	struct scope *sc = find(t, link);
+
+	if (sc == NULL || sc->all || !ketree_remove(&sc->exprs, ke, len, sc)) {
+		return false;
+	}
+	if (--sc->n == 0) {
+		hmap_del(&t->by_link, sc->hash, sc);
+		scope_free(sc);
+	}
+	return true;
+}
+
 void
 scope_forget(struct scope_table *t, const void *link)
 {

@@ -884,10 +884,11 @@ on_unsub(struct session *s, struct conn *c, const struct ctl_msg *m)
 	return 0;
 }
 
+/* SCOPE or UNSCOPE */
 static void
-send_scope(struct conn *c, const char *ke, size_t len)
+send_scope(struct conn *c, int type, const char *ke, size_t len)
 {
-	struct ctl_msg m = {.type = CTL_SCOPE};
+	struct ctl_msg m = {.type = type};
 
 	m.u.scope.p = ke;
 	m.u.scope.len = len;
@@ -911,7 +912,7 @@ on_ready(void *arg, struct conn *c)
 	}
 	if (s->cfg->mode == TERN_MODE_CLIENT) {
 		for (struct src *src = s->pubs; src != NULL; src = src->next) {
-			send_scope(c, src->key, src->key_len);
+			send_scope(c, CTL_SCOPE, src->key, src->key_len);
 		}
 	}
 	for (struct interest *i = s->routes.head; i != NULL; i = i->next) {
@@ -943,16 +944,33 @@ struct scope_args {
 	struct conn *c;
 };
 
+/* Would a peer on the client's link be told of i? */
+static bool
+tellable(const struct scope_args *a, const struct interest *i)
+{
+	return !i->ended &&
+	       (i->nfrom == 0 || (i->from[0] != a->c && carries(a->s, i->from[0], a->c)));
+}
+
 /* Tell the client of i if its scope did not meet i before. */
 static void
 scope_tell(void *arg, struct interest *i)
 {
 	struct scope_args *a = arg;
 
-	if (!i->ended &&
-	    (i->nfrom == 0 || (i->from[0] != a->c && carries(a->s, i->from[0], a->c))) &&
-	    !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
+	if (tellable(a, i) && !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
 		send_sub(a->c, i, true);
+	}
+}
+
+/* Withdraw i from the client if its scope no longer meets it. */
+static void
+scope_untell(void *arg, struct interest *i)
+{
+	struct scope_args *a = arg;
+
+	if (tellable(a, i) && !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
+		send_sub(a->c, i, false);
 	}
 }
 
@@ -983,6 +1001,28 @@ on_scope(struct session *s, struct conn *c, const struct ctl_msg *m)
 		route_visit(&s->routes, ke->p, ke->len, scope_tell, &a);
 	}
 	return scope_add(&s->scopes, c, ke->p, ke->len);
+}
+
+/* A client no longer publishes on a key: withdraw, on its link, what its
+ * scope no longer meets. */
+static int
+on_unscope(struct session *s, struct conn *c, const struct ctl_msg *m)
+{
+	struct scope_args a = {s, c};
+	const struct ctl_str *ke = &m->u.scope;
+
+	if (!c->peer_client) {
+		return tern__error(TERN_EPROTO, "UNSCOPE from %s, which is not in client mode",
+		                   c->peer_id);
+	}
+	if (tern__key_check(ke->p, ke->len, true) != 0) {
+		return tern__error(TERN_EPROTO, "peer unscoped a bad key expression: %s",
+		                   tern_last_error());
+	}
+	if (scope_remove(&s->scopes, c, ke->p, ke->len)) {
+		route_visit(&s->routes, ke->p, ke->len, scope_untell, &a);
+	}
+	return 0;
 }
 
 /* ---- delivery of remote messages (inchan ops, I/O thread) ---- */
@@ -1896,6 +1936,8 @@ on_control(void *arg, struct conn *c, const struct ctl_msg *m)
 		return on_deny(s, c, m);
 	case CTL_SCOPE:
 		return on_scope(s, c, m);
+	case CTL_UNSCOPE:
+		return on_unscope(s, c, m);
 	case CTL_CLOSE: {
 		struct inchan *in = conn_inchan(c, m->u.credit.channel);
 		if (in != NULL) {
@@ -2505,7 +2547,7 @@ do_pub_open(void *arg)
 		for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 		     c = loop_next_conn(s->loop, c)) {
 			if (conn_state(c) == CONN_READY) {
-				send_scope(c, src->key, src->key_len);
+				send_scope(c, CTL_SCOPE, src->key, src->key_len);
 				conn_send_ctl(c, &sync);
 			}
 		}
@@ -2661,6 +2703,20 @@ session_pub_matched(struct src *src)
 	return n;
 }
 
+/* Does a local publisher still publish on exactly this key? */
+static bool
+publishes_on(struct session *s, const char *key, size_t len)
+{
+	const struct ketree_node *n = ketree_find(&s->srcs, key, len);
+
+	for (uint32_t k = 0; n != NULL && k < n->nvals; k++) {
+		if (((const struct src *)ketree_vals(n)[k])->local) {
+			return true;
+		}
+	}
+	return false;
+}
+
 /* What is still unconsumed when a publisher closes is given up on. */
 static int
 do_pub_close(void *arg)
@@ -2672,6 +2728,14 @@ do_pub_close(void *arg)
 
 	src_unlink(&s->pubs, src);
 	ketree_remove(&s->srcs, src->key, src->key_len, src);
+	if (s->cfg->mode == TERN_MODE_CLIENT && !publishes_on(s, src->key, src->key_len)) {
+		for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+		     c = loop_next_conn(s->loop, c)) {
+			if (conn_state(c) == CONN_READY) {
+				send_scope(c, CTL_UNSCOPE, src->key, src->key_len);
+			}
+		}
+	}
 	forget_parked(s, src);
 	pthread_mutex_lock(&l->route_lock);
 	for (int k = 0; k < src->nouts; k++) {

@@ -85,6 +85,7 @@ msg_eq(const struct ctl_msg *a, const struct ctl_msg *b)
 		       a->u.deny.id == b->u.deny.id && str_eq(a->u.deny.key, b->u.deny.key) &&
 		       str_eq(a->u.deny.reason, b->u.deny.reason);
 	case CTL_SCOPE:
+	case CTL_UNSCOPE:
 		return str_eq(a->u.scope, b->u.scope);
 	case CTL_SYNC:
 		return true;

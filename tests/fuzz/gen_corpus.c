@@ -512,9 +512,9 @@ put_hello_numbers(uint64_t batch_max, uint64_t chunk, uint64_t window, uint64_t 
 }
 
 static void
-put_scope(const char *ke)
+put_scope(int type, const char *ke)
 {
-	struct ctl_msg m = {.type = CTL_SCOPE};
+	struct ctl_msg m = {.type = type};
 
 	m.u.scope = str(ke);
 	put_ctl(&m);
@@ -590,13 +590,15 @@ conn(void)
 	/* a client: its SCOPEs, each answered at its SYNC, then a bad one */
 	put_preamble();
 	put_hello_as(2, 65536, 65536, 262144, 1000);
-	put_scope("fuzz/x");
+	put_scope(CTL_SCOPE, "fuzz/x");
 	put_ctl(&(struct ctl_msg){.type = CTL_SYNC});
 	put_sub(CTL_SUB, "fuzz-peer", 1, "fuzz/**");
-	put_scope("fuzz/**");
-	put_scope("fuzz/x");
+	put_scope(CTL_SCOPE, "fuzz/**");
+	put_scope(CTL_SCOPE, "fuzz/x");
 	put_ctl(&(struct ctl_msg){.type = CTL_SYNC});
-	put_scope("fuzz//x");
+	put_scope(CTL_UNSCOPE, "fuzz/**");
+	put_scope(CTL_UNSCOPE, "never/asked");
+	put_scope(CTL_SCOPE, "fuzz//x");
 	emit("conn", "client_scopes");
 	/* the HELLOs that once hung the node (2^62+1) or grew it (4 GiB) */
 	conn_start(65536, 65536, (1ull << 62) + 1, 1000);

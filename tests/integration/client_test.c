@@ -17,6 +17,7 @@
  * never timing goals.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 
@@ -87,15 +88,53 @@ until_sync(struct raw *r, char *seen, size_t len)
 	fail_msg("no SYNC from the router in %d ms", WAIT_MS);
 }
 
+/* A SCOPE alone: to a node that ends the connection for it, nothing more
+ * is written. */
+static void
+scope_only(struct raw *r, const char *ke)
+{
+	struct ctl_msg m = {.type = CTL_SCOPE};
+
+	m.u.scope = S(ke);
+	raw_send(r, &m);
+}
+
 static void
 send_scope(struct raw *r, const char *ke)
 {
-	struct ctl_msg m = {.type = CTL_SCOPE};
+	struct ctl_msg sync = {.type = CTL_SYNC};
+
+	scope_only(r, ke);
+	raw_send(r, &sync);
+}
+
+static void
+unscope(struct raw *r, const char *ke)
+{
+	struct ctl_msg m = {.type = CTL_UNSCOPE};
 	struct ctl_msg sync = {.type = CTL_SYNC};
 
 	m.u.scope = S(ke);
 	raw_send(r, &m);
 	raw_send(r, &sync);
+}
+
+/* Read up to the next SYNC: how many UNSUBs (withdrawn) came before it. */
+static int
+withdrawn_until_sync(struct raw *r)
+{
+	uint64_t deadline = now_ms() + WAIT_MS;
+	struct ctl_msg m;
+	int n = 0;
+
+	while (raw_next(r, &m, deadline)) {
+		if (m.type == CTL_SYNC) {
+			return n;
+		}
+		n += m.type == CTL_UNSUB && m.u.sub.end == CTL_UNSUB_WITHDRAWN;
+	}
+	fail_msg("no SYNC from the router in %d ms", WAIT_MS);
+	return -1;
 }
 
 static void
@@ -132,6 +171,14 @@ test_scope_on_the_wire(void **state)
 	send_scope(&c, "a"); /* a prefix of what it asked for is new */
 	until_sync(&c, seen, sizeof(seen));
 	assert_string_equal(seen, "a");
+	/* taken back: what no other expression meets is withdrawn */
+	unscope(&c, "b/q");
+	assert_int_equal(withdrawn_until_sync(&c), 1);
+	unscope(&c, "b/q"); /* not in it any more: nothing */
+	assert_int_equal(withdrawn_until_sync(&c), 0);
+	send_scope(&c, "b/q"); /* and asked again: told again */
+	until_sync(&c, seen, sizeof(seen));
+	assert_string_equal(seen, "b/**");
 
 	/* later ones: "c/y" meets nothing it asked for, "a/ *" (a wildcard)
 	 * does; the router handles p's declarations in order, so once the
@@ -179,6 +226,7 @@ ended(struct raw *c)
 	uint64_t deadline = now_ms() + WAIT_MS;
 	struct ctl_msg m;
 
+	c->shut = true; /* a PING now would be answered into a closed socket */
 	while (raw_next(c, &m, deadline)) {
 	}
 	assert_true(now_ms() < deadline);
@@ -194,12 +242,12 @@ test_scope_from_a_peer_refused(void **state)
 
 	(void)state;
 	raw_open_as(&c, bound, "notaclient", TERN_MODE_PEER);
-	send_scope(&c, "a/x");
+	scope_only(&c, "a/x");
 	ended(&c);
 	/* and a client's SCOPE that is no key expression */
 	raw_open_as(&c, bound, "badclient", TERN_MODE_CLIENT);
 	until_sync(&c, seen, sizeof(seen));
-	send_scope(&c, "a//x");
+	scope_only(&c, "a//x");
 	ended(&c);
 	tern_node_close(r);
 }
@@ -258,6 +306,11 @@ test_client_publishes(void **state)
 	assert_int_equal(tern_sub_open(&slate, s, "late", NULL, NULL), 0);
 	assert_int_equal(wait_matched(late, 1), 1);
 	publish_and_check(late, slate, 100);
+	/* closed, its key is taken back (UNSCOPE); opened again, told again */
+	assert_int_equal(tern_pub_close(late), 0);
+	assert_int_equal(tern_pub_open(&late, c, "late", TERN_RELIABLE), 0);
+	assert_int_equal(tern_pub_matched(late), 1);
+	publish_and_check(late, slate, 100);
 
 	/* its own subscription: told to the router like any other */
 	assert_int_equal(tern_sub_open(&mine, c, "to/c", NULL, NULL), 0);
@@ -290,6 +343,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_client_publishes),
 	};
 
+	signal(SIGPIPE, SIG_IGN); /* a write to a closed peer fails its assert instead */
 	if (argc > 1) {
 		cmocka_set_test_filter(argv[1]);
 	}
