@@ -11,7 +11,8 @@
  *    router knew before tern_pub_open returns, whether it was opened
  *    before or after the client connected, and a subscription that comes
  *    later; every message reaches the subscriber; a client's own
- *    subscription works; a client does not listen.
+ *    subscription works; a client does not listen; after its router
+ *    restarts, its publishers find their subscriptions again.
  *
  * Every wait is bounded and fails rather than hangs; bounds are generous,
  * never timing goals.
@@ -19,6 +20,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include <cmocka.h>
@@ -334,6 +336,109 @@ test_client_publishes(void **state)
 	tern_node_close(r);
 }
 
+#define RKEYS 100
+
+static atomic_long r_received;
+
+static void
+count_msg(void *arg, const tern_msg *m)
+{
+	(void)arg;
+	(void)m;
+	atomic_fetch_add(&r_received, 1);
+}
+
+static tern_node *
+redialing(const char *id, int mode)
+{
+	tern_config cfg;
+	tern_node *n;
+
+	node_config(&cfg, id, mode);
+	cfg.reconnect_max_ms = 200;
+	assert_int_equal(tern_node_open(&n, &cfg), 0);
+	return n;
+}
+
+/* Wait (bounded) until every publisher's match count is want: how many are. */
+static int
+all_matched(tern_pub **pubs, int want)
+{
+	int n = 0;
+
+	for (int w = 0; w < WAIT_MS / 10; w++, usleep(10000)) {
+		n = 0;
+		for (int k = 0; k < RKEYS; k++) {
+			n += tern_pub_matched(pubs[k]) == want;
+		}
+		if (n == RKEYS) {
+			break;
+		}
+	}
+	return n;
+}
+
+/* A message on each key; every one arrives (bounded wait). */
+static void
+one_each(tern_pub **pubs, long total)
+{
+	for (int k = 0; k < RKEYS; k++) {
+		assert_int_equal(tern_publish(pubs[k], &k, sizeof(k)), 0);
+	}
+	for (int w = 0; w < WAIT_MS / 10 && atomic_load(&r_received) < total; w++) {
+		usleep(10000);
+	}
+	assert_int_equal(atomic_load(&r_received), total);
+}
+
+/* The router goes and comes back: the client names its keys again, and its
+ * publishers find the subscriptions again. */
+static void
+test_router_restart(void **state)
+{
+	char dir[] = "/tmp/tern-client-XXXXXX", ep[128], key[160];
+	tern_node *r, *s, *c;
+	tern_pub *pubs[RKEYS];
+	tern_sub *subs[RKEYS];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(ep, sizeof(ep), "unix://%s/router.sock", dir);
+	r = redialing("r", TERN_MODE_ROUTER);
+	assert_int_equal(tern_node_listen(r, ep, NULL, 0), 0);
+	s = redialing("s", TERN_MODE_PEER);
+	c = redialing("c", TERN_MODE_CLIENT);
+	assert_int_equal(tern_node_connect(s, ep), 0);
+	assert_int_equal(tern_node_connect(c, ep), 0);
+	assert_int_equal(tern_node_wait_peers(r, 2, WAIT_MS), 0);
+	for (int k = 0; k < RKEYS; k++) {
+		snprintf(key, sizeof(key), "c/%d", k);
+		assert_int_equal(tern_sub_open(&subs[k], s, key, count_msg, NULL), 0);
+		assert_int_equal(tern_pub_open(&pubs[k], c, key, TERN_RELIABLE), 0);
+	}
+	assert_int_equal(all_matched(pubs, 1), RKEYS);
+	one_each(pubs, RKEYS);
+
+	tern_node_close(r);
+	assert_int_equal(all_matched(pubs, 0), RKEYS);
+	r = redialing("r", TERN_MODE_ROUTER);
+	assert_int_equal(tern_node_listen(r, ep, NULL, 0), 0);
+	assert_int_equal(tern_node_wait_peers(r, 2, WAIT_MS), 0);
+	assert_int_equal(all_matched(pubs, 1), RKEYS);
+	one_each(pubs, 2 * RKEYS);
+
+	for (int k = 0; k < RKEYS; k++) {
+		assert_int_equal(tern_pub_close(pubs[k]), 0);
+		tern_sub_close(subs[k]);
+	}
+	tern_node_close(c);
+	tern_node_close(s);
+	tern_node_close(r);
+	snprintf(key, sizeof(key), "%s/router.sock", dir);
+	unlink(key);
+	rmdir(dir);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -341,6 +446,7 @@ main(int argc, char **argv)
 	    cmocka_unit_test(test_scope_on_the_wire),
 	    cmocka_unit_test(test_scope_from_a_peer_refused),
 	    cmocka_unit_test(test_client_publishes),
+	    cmocka_unit_test(test_router_restart),
 	};
 
 	signal(SIGPIPE, SIG_IGN); /* a write to a closed peer fails its assert instead */
