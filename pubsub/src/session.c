@@ -974,21 +974,31 @@ scope_untell(void *arg, struct interest *i)
 	}
 }
 
-/* A client names a key it publishes on: tell it the subscriptions that
- * meet it, and from now on those that come. */
+/*
+ * A client names a key it publishes on (SCOPE): tell it the subscriptions
+ * that meet it, and from now on those that come. Or it no longer
+ * publishes on it (UNSCOPE): withdraw what its scope no longer meets.
+ */
 static int
 on_scope(struct session *s, struct conn *c, const struct ctl_msg *m)
 {
 	struct scope_args a = {s, c};
 	const struct ctl_str *ke = &m->u.scope;
+	const char *what = m->type == CTL_SCOPE ? "SCOPE" : "UNSCOPE";
 
 	if (!c->peer_client) {
-		return tern__error(TERN_EPROTO, "SCOPE from %s, which is not in client mode",
+		return tern__error(TERN_EPROTO, "%s from %s, which is not in client mode", what,
 		                   c->peer_id);
 	}
 	if (tern__key_check(ke->p, ke->len, true) != 0) {
-		return tern__error(TERN_EPROTO, "peer scoped a bad key expression: %s",
+		return tern__error(TERN_EPROTO, "peer sent %s of a bad key expression: %s", what,
 		                   tern_last_error());
+	}
+	if (m->type == CTL_UNSCOPE) {
+		if (scope_remove(&s->scopes, c, ke->p, ke->len)) {
+			route_visit(&s->routes, ke->p, ke->len, scope_untell, &a);
+		}
+		return 0;
 	}
 	if (scope_has(&s->scopes, c, ke->p, ke->len)) {
 		return 0;
@@ -1001,28 +1011,6 @@ on_scope(struct session *s, struct conn *c, const struct ctl_msg *m)
 		route_visit(&s->routes, ke->p, ke->len, scope_tell, &a);
 	}
 	return scope_add(&s->scopes, c, ke->p, ke->len);
-}
-
-/* A client no longer publishes on a key: withdraw, on its link, what its
- * scope no longer meets. */
-static int
-on_unscope(struct session *s, struct conn *c, const struct ctl_msg *m)
-{
-	struct scope_args a = {s, c};
-	const struct ctl_str *ke = &m->u.scope;
-
-	if (!c->peer_client) {
-		return tern__error(TERN_EPROTO, "UNSCOPE from %s, which is not in client mode",
-		                   c->peer_id);
-	}
-	if (tern__key_check(ke->p, ke->len, true) != 0) {
-		return tern__error(TERN_EPROTO, "peer unscoped a bad key expression: %s",
-		                   tern_last_error());
-	}
-	if (scope_remove(&s->scopes, c, ke->p, ke->len)) {
-		route_visit(&s->routes, ke->p, ke->len, scope_untell, &a);
-	}
-	return 0;
 }
 
 /* ---- delivery of remote messages (inchan ops, I/O thread) ---- */
@@ -1935,9 +1923,8 @@ on_control(void *arg, struct conn *c, const struct ctl_msg *m)
 	case CTL_DENY:
 		return on_deny(s, c, m);
 	case CTL_SCOPE:
-		return on_scope(s, c, m);
 	case CTL_UNSCOPE:
-		return on_unscope(s, c, m);
+		return on_scope(s, c, m);
 	case CTL_CLOSE: {
 		struct inchan *in = conn_inchan(c, m->u.credit.channel);
 		if (in != NULL) {

@@ -348,18 +348,6 @@ count_msg(void *arg, const tern_msg *m)
 	atomic_fetch_add(&r_received, 1);
 }
 
-static tern_node *
-redialing(const char *id, int mode)
-{
-	tern_config cfg;
-	tern_node *n;
-
-	node_config(&cfg, id, mode);
-	cfg.reconnect_max_ms = 200;
-	assert_int_equal(tern_node_open(&n, &cfg), 0);
-	return n;
-}
-
 /* Wait (bounded) until every publisher's match count is want: how many are. */
 static int
 all_matched(tern_pub **pubs, int want)
@@ -404,10 +392,10 @@ test_router_restart(void **state)
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	snprintf(ep, sizeof(ep), "unix://%s/router.sock", dir);
-	r = redialing("r", TERN_MODE_ROUTER);
+	r = open_redialing("r", TERN_MODE_ROUTER);
 	assert_int_equal(tern_node_listen(r, ep, NULL, 0), 0);
-	s = redialing("s", TERN_MODE_PEER);
-	c = redialing("c", TERN_MODE_CLIENT);
+	s = open_redialing("s", TERN_MODE_PEER);
+	c = open_redialing("c", TERN_MODE_CLIENT);
 	assert_int_equal(tern_node_connect(s, ep), 0);
 	assert_int_equal(tern_node_connect(c, ep), 0);
 	assert_int_equal(tern_node_wait_peers(r, 2, WAIT_MS), 0);
@@ -421,7 +409,7 @@ test_router_restart(void **state)
 
 	tern_node_close(r);
 	assert_int_equal(all_matched(pubs, 0), RKEYS);
-	r = redialing("r", TERN_MODE_ROUTER);
+	r = open_redialing("r", TERN_MODE_ROUTER);
 	assert_int_equal(tern_node_listen(r, ep, NULL, 0), 0);
 	assert_int_equal(tern_node_wait_peers(r, 2, WAIT_MS), 0);
 	assert_int_equal(all_matched(pubs, 1), RKEYS);

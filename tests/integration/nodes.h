@@ -34,6 +34,21 @@ open_node(const char *id, int mode)
 	return n;
 }
 
+/* A node that dials its router again within half a second after it goes
+ * (a test that restarts the router), with no telemetry. */
+static inline tern_node *
+open_redialing(const char *id, int mode)
+{
+	tern_config cfg;
+	tern_node *n;
+
+	node_config(&cfg, id, mode);
+	cfg.reconnect_max_ms = 500;
+	cfg.telemetry_interval_ms = 0;
+	assert_int_equal(tern_node_open(&n, &cfg), 0);
+	return n;
+}
+
 /* Wait (up to NODES_WAIT_MS) until pub's match count is `want`; the count
  * at the end. */
 static inline int

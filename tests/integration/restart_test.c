@@ -51,20 +51,6 @@ on_msg(void *arg, const tern_msg *m)
 	atomic_fetch_add(&received, 1);
 }
 
-/* Redials quickly (the router comes back within the test), no telemetry. */
-static tern_node *
-open_redialing(const char *id, int mode)
-{
-	tern_config cfg;
-	tern_node *n;
-
-	node_config(&cfg, id, mode);
-	cfg.reconnect_max_ms = 500;
-	cfg.telemetry_interval_ms = 0;
-	assert_int_equal(tern_node_open(&n, &cfg), 0);
-	return n;
-}
-
 /* How many of the publishers have a subscriber, waiting (bounded) for all. */
 static long
 wait_all_matched(tern_pub **pubs)
