@@ -151,6 +151,9 @@ struct local_src {
 	uint64_t stamp_last_us;
 	uint32_t stamp_left, stamp_gap, stamp_count;
 	struct refusal refusal; /* a peer refused the publisher (acl), or a channel failed */
+	/* client: its SCOPE went out and may not be answered yet; the first
+	 * publication (or match count) waits for the answer (scope_settle) */
+	atomic_bool scope_due;
 };
 
 static inline struct local_src *
@@ -2459,6 +2462,51 @@ publish_result(struct src *src, int rc, size_t len)
 	}
 }
 
+/* Has every ready link answered each SYNC sent on it? */
+static int
+scopes_answered(void *arg)
+{
+	struct session *s = arg;
+
+	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
+	     c = loop_next_conn(s->loop, c)) {
+		if (conn_state(c) == CONN_READY && c->syncs_in != c->syncs_out) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* A client's publisher knows of the subscriptions that meet its key once
+ * its SCOPE is answered: wait for that (a link that breaks meanwhile
+ * answers nothing), at most publish_timeout_ms. Not at tern_pub_open: a
+ * client that declares many publishers sends their SCOPEs one after the
+ * other, and the first publication waits once for all the answers. */
+static void
+wait_scoped(struct session *s)
+{
+	uint64_t until = clock_ms() + s->cfg->publish_timeout_ms;
+	long ns = 20000;
+
+	while (!loop_run(s->loop, scopes_answered, s) && clock_ms() < until) {
+		struct timespec ts = {0, ns};
+		nanosleep(&ts, NULL);
+		ns = ns < 1000000 ? ns * 2 : ns;
+	}
+}
+
+/* The first publication or match count of a client's publisher: its SCOPE
+ * answered first (not on the I/O thread, which reads the answers after
+ * this). */
+static void
+scope_settle(struct session *s, struct local_src *l)
+{
+	if (atomic_load_explicit(&l->scope_due, memory_order_relaxed) && !loop_on_thread(s->loop)) {
+		wait_scoped(s);
+		atomic_store(&l->scope_due, false);
+	}
+}
+
 int
 session_publish(struct session *s, struct src *src, const void *data, size_t len)
 {
@@ -2478,6 +2526,7 @@ session_publish(struct session *s, struct src *src, const void *data, size_t len
 	if (io) {
 		release_held(s); /* this publication may queue for them */
 	}
+	scope_settle(s, l);
 	if ((rc = send_lock(src, io)) != 0) {
 		return rc;
 	}
@@ -2536,41 +2585,11 @@ do_pub_open(void *arg)
 			if (conn_state(c) == CONN_READY) {
 				send_scope(c, CTL_SCOPE, src->key, src->key_len);
 				conn_send_ctl(c, &sync);
+				atomic_store(&local_of(src)->scope_due, true);
 			}
 		}
 	}
 	return 0;
-}
-
-/* Has every ready link answered each SYNC sent on it? */
-static int
-scopes_answered(void *arg)
-{
-	struct session *s = arg;
-
-	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
-	     c = loop_next_conn(s->loop, c)) {
-		if (conn_state(c) == CONN_READY && c->syncs_in != c->syncs_out) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
-/* A client's publisher knows of the subscriptions that meet its key once
- * its SCOPE is answered: wait for that (a link that breaks meanwhile
- * answers nothing), at most publish_timeout_ms. */
-static void
-wait_scoped(struct session *s)
-{
-	uint64_t until = clock_ms() + s->cfg->publish_timeout_ms;
-	long ns = 20000;
-
-	while (!loop_run(s->loop, scopes_answered, s) && clock_ms() < until) {
-		struct timespec ts = {0, ns};
-		nanosleep(&ts, NULL);
-		ns = ns < 1000000 ? ns * 2 : ns;
-	}
 }
 
 int
@@ -2612,9 +2631,6 @@ session_pub_open(struct session *s, const char *key, int reliability, struct src
 		free(src->publisher);
 		free(l);
 		return tern__error(TERN_ENOMEM, "no memory to index publisher '%s'", key);
-	}
-	if (s->cfg->mode == TERN_MODE_CLIENT && !loop_on_thread(s->loop)) {
-		wait_scoped(s); /* on the I/O thread the answers are read after this */
 	}
 	*out = src;
 	return 0;
@@ -2684,6 +2700,7 @@ session_pub_matched(struct src *src)
 	struct local_src *l = local_of(src);
 	int n;
 
+	scope_settle(src->session, l);
 	pthread_mutex_lock(&l->route_lock);
 	n = src->nouts + (src->nsubs > 0);
 	pthread_mutex_unlock(&l->route_lock);

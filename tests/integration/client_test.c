@@ -8,8 +8,9 @@
  *    not in client mode, or one that is no key expression, ends its
  *    connection;
  *  - through the API: a client's publisher matches a subscription the
- *    router knew before tern_pub_open returns, whether it was opened
- *    before or after the client connected, and a subscription that comes
+ *    router knew by the time it is first used (its match count, or a
+ *    publication with no look at it), whether it was opened before or
+ *    after the client connected, and a subscription that comes
  *    later; every message reaches the subscriber; a client's own
  *    subscription works; a client does not listen; after its router
  *    restarts, its publishers find their subscriptions again.
@@ -280,8 +281,8 @@ test_client_publishes(void **state)
 	tern_node *r = listening("r", TERN_MODE_ROUTER, bound, sizeof(bound));
 	tern_node *s = connected("s", TERN_MODE_PEER, bound);
 	tern_node *c = open_node("c", TERN_MODE_CLIENT);
-	tern_pub *before, *after, *late;
-	tern_sub *sk, *sk2, *slate, *mine;
+	tern_pub *before, *after, *late, *at_once;
+	tern_sub *sk, *sk2, *sk3, *slate, *mine;
 
 	(void)state;
 	assert_int_equal(tern_node_listen(c, "tcp://127.0.0.1:0", why, sizeof(why)), TERN_EINVAL);
@@ -289,6 +290,8 @@ test_client_publishes(void **state)
 	assert_int_equal(tern_sub_open(&sk2, s, "k2/**", NULL, NULL), 0);
 	router_knows(r, "k", 1);
 	router_knows(r, "k2/x", 1);
+	assert_int_equal(tern_sub_open(&sk3, s, "k3", NULL, NULL), 0);
+	router_knows(r, "k3", 1);
 
 	/* opened before the client connects: matched once it is ready */
 	assert_int_equal(tern_pub_open(&before, c, "k2/x", TERN_RELIABLE), 0);
@@ -301,6 +304,10 @@ test_client_publishes(void **state)
 	assert_int_equal(tern_pub_matched(after), 1);
 	publish_and_check(after, sk, 1000);
 	publish_and_check(before, sk2, 1000);
+	/* published to at once, with no look at its match count first, on a
+	 * key none of the client's others meets */
+	assert_int_equal(tern_pub_open(&at_once, c, "k3", TERN_RELIABLE), 0);
+	publish_and_check(at_once, sk3, 1000);
 
 	/* a subscription that comes later reaches the client */
 	assert_int_equal(tern_pub_open(&late, c, "late", TERN_RELIABLE), 0);
@@ -326,9 +333,11 @@ test_client_publishes(void **state)
 
 	assert_int_equal(tern_pub_close(before), 0);
 	assert_int_equal(tern_pub_close(after), 0);
+	assert_int_equal(tern_pub_close(at_once), 0);
 	assert_int_equal(tern_pub_close(late), 0);
 	tern_sub_close(mine);
 	tern_sub_close(slate);
+	tern_sub_close(sk3);
 	tern_sub_close(sk2);
 	tern_sub_close(sk);
 	tern_node_close(c);

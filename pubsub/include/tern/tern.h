@@ -190,10 +190,10 @@ const char *tern_node_id(const tern_node *node);
  * Publishers.
  * tern_pub_open: declare a publisher on a key (no wildcards). reliability is
  * an enum tern_reliability, or -1 for the node's default.
- * In client mode it returns once the nodes the client is connected to have
- * told it the subscriptions that meet the key (at most publish_timeout_ms;
- * from a subscriber's callback it does not wait: they come as the I/O
- * thread reads on).
+ * In client mode the first tern_publish (or tern_pub_matched) on it waits
+ * until the nodes the client is connected to have told it the subscriptions
+ * that meet the key (at most publish_timeout_ms; from a subscriber's
+ * callback it does not wait: they come as the I/O thread reads on).
  * Errors: TERN_EKEY, TERN_ENOMEM.
  */
 int tern_pub_open(tern_pub **out, tern_node *node, const char *key, int reliability);
