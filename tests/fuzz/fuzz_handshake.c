@@ -25,9 +25,9 @@ check_hello(const struct ctl_msg *m)
 {
 	uint64_t frame_max;
 
-	/* PROTOCOL.md: id (str, 1-255 bytes), mode (uint: 0 peer, 1 router) */
+	/* PROTOCOL.md: id (str, 1-255 bytes), mode (uint: 0 peer, 1 router, 2 client) */
 	FUZZ_CHECK(m->u.hello.id.len >= 1 && m->u.hello.id.len <= CTL_ID_MAX);
-	FUZZ_CHECK(m->u.hello.mode <= 1);
+	FUZZ_CHECK(m->u.hello.mode <= TERN_MODE_CLIENT);
 	/* PROTOCOL.md's Bounds: what sizes queues, batches, frames and timers */
 	FUZZ_CHECK(m->u.hello.batch_max >= CTL_BATCH_MIN && m->u.hello.batch_max <= CTL_BATCH_MAX);
 	FUZZ_CHECK(m->u.hello.chunk >= CTL_CHUNK_MIN && m->u.hello.chunk <= CTL_CHUNK_MAX);
