@@ -419,14 +419,28 @@ carries(const struct session *s, const struct conn *from, const struct conn *to)
 	       !to->peer_router;
 }
 
+/* Is i within what `to` hears of? A client hears what its scope meets. */
+static bool
+in_scope(const struct session *s, const struct conn *to, const struct interest *i)
+{
+	return !to->peer_client || scope_meets(&s->scopes, to, i->keyexpr, i->ke_len);
+}
+
 /* Whether to tell `to` of i, which came from `from`: what this node
- * carries, and of that a client is told what its scope meets. */
+ * carries, and of that what `to` hears of. */
 static bool
 tells(const struct session *s, const struct conn *from, const struct conn *to,
       const struct interest *i)
 {
-	return carries(s, from, to) &&
-	       (!to->peer_client || scope_meets(&s->scopes, to, i->keyexpr, i->ke_len));
+	return carries(s, from, to) && in_scope(s, to, i);
+}
+
+/* Does this node declare i on c, scopes aside? It is live, and it is this
+ * node's own or c is not its route (and it carries it toward c). */
+static bool
+declared_to(const struct session *s, const struct conn *c, const struct interest *i)
+{
+	return !i->ended && (i->nfrom == 0 || (i->from[0] != c && carries(s, i->from[0], c)));
 }
 
 /* Tell every ready connection but `except`. */
@@ -560,8 +574,7 @@ end_interest(struct session *s, struct interest *i, struct conn *by)
 	i->nfrom = 0;
 	for (struct conn *c = loop_next_conn(s->loop, NULL); c != NULL;
 	     c = loop_next_conn(s->loop, c)) {
-		if (conn_state(c) != CONN_READY || from_origin(c, i) ||
-		    (c->peer_client && !scope_meets(&s->scopes, c, i->keyexpr, i->ke_len))) {
+		if (conn_state(c) != CONN_READY || from_origin(c, i) || !in_scope(s, c, i)) {
 			continue; /* a client never told of it */
 		}
 		send_end(c, origin, i->sub_id, c == by ? CTL_UNSUB_ENDED_ACK : CTL_UNSUB_ENDED);
@@ -919,10 +932,7 @@ on_ready(void *arg, struct conn *c)
 		}
 	}
 	for (struct interest *i = s->routes.head; i != NULL; i = i->next) {
-		if (i->ended) {
-			continue;
-		}
-		if (i->nfrom == 0 || (i->from[0] != c && carries(s, i->from[0], c))) {
+		if (declared_to(s, c, i)) {
 			send_sub(c, i, true);
 		}
 	}
@@ -947,21 +957,14 @@ struct scope_args {
 	struct conn *c;
 };
 
-/* Would a peer on the client's link be told of i? */
-static bool
-tellable(const struct scope_args *a, const struct interest *i)
-{
-	return !i->ended &&
-	       (i->nfrom == 0 || (i->from[0] != a->c && carries(a->s, i->from[0], a->c)));
-}
-
 /* Tell the client of i if its scope did not meet i before. */
 static void
 scope_tell(void *arg, struct interest *i)
 {
 	struct scope_args *a = arg;
 
-	if (tellable(a, i) && !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
+	if (declared_to(a->s, a->c, i) &&
+	    !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
 		send_sub(a->c, i, true);
 	}
 }
@@ -972,7 +975,8 @@ scope_untell(void *arg, struct interest *i)
 {
 	struct scope_args *a = arg;
 
-	if (tellable(a, i) && !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
+	if (declared_to(a->s, a->c, i) &&
+	    !scope_meets(&a->s->scopes, a->c, i->keyexpr, i->ke_len)) {
 		send_sub(a->c, i, false);
 	}
 }
