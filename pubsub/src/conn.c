@@ -235,7 +235,7 @@ conn_send_ctl(struct conn *c, const struct ctl_msg *m)
 
 struct batch {
 	struct iovec iov[IOV_BATCH];
-	struct outchan *chan[IOV_BATCH]; /* NULL: conn->out */
+	short took_at[IOV_BATCH]; /* index into took[], or -1: conn->out */
 	int n;
 	size_t total;
 	size_t taken[TOOK_MAX];
@@ -413,20 +413,14 @@ mark_choked(struct conn *c)
 	}
 }
 
-/* fresh: the batch has nothing of this channel yet (the first pass) */
+/* Add what channel oc gives to the batch: its place in took[] is k
+ * (b->ntook: its first part in this batch). */
 static void
-gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room, uint64_t now,
-            bool fresh)
+gather_chan(struct batch *b, struct outchan *oc, int k, size_t limit, size_t room, uint64_t now)
 {
-	size_t already = 0;
-	int k, nv;
+	size_t already = k < b->ntook ? b->taken[k] : 0;
+	int nv;
 
-	for (k = fresh ? b->ntook : 0; k < b->ntook; k++) {
-		if (b->took[k] == oc) {
-			already = b->taken[k];
-			break;
-		}
-	}
 	if (b->n > IOV_BATCH - 2 || (k == b->ntook && b->ntook == TOOK_MAX)) {
 		return;
 	}
@@ -435,7 +429,7 @@ gather_chan(struct batch *b, struct outchan *oc, size_t limit, size_t room, uint
 		return;
 	}
 	for (int i = 0; i < nv; i++) {
-		b->chan[b->n + i] = oc;
+		b->took_at[b->n + i] = (short)k;
 	}
 	b->n += nv;
 	b->total += take;
@@ -473,6 +467,20 @@ batch_full(const struct batch *b)
 	return b->n > IOV_BATCH - 2 || b->ntook == TOOK_MAX;
 }
 
+/* The next channel's first frame, and the state of the one after it. */
+static inline void
+prefetch_ahead(const struct outchan *oc)
+{
+	const struct outchan *next = oc->act_next;
+
+	if (next != NULL) {
+		outchan_prefetch_data(next);
+		if (next->act_next != NULL) {
+			outchan_prefetch_state(next->act_next);
+		}
+	}
+}
+
 /* Fill a batch: conn->out first, then a fair share of each channel. */
 static void
 gather(struct conn *c, struct batch *b)
@@ -487,7 +495,7 @@ gather(struct conn *c, struct batch *b)
 		/* no write above the peer's batch_max, control frames included */
 		b->iov[0].iov_base = c->out;
 		b->iov[0].iov_len = c->out_len < budget ? c->out_len : budget;
-		b->chan[0] = NULL;
+		b->took_at[0] = -1;
 		b->n = 1;
 		b->total = b->iov[0].iov_len;
 	}
@@ -496,19 +504,23 @@ gather(struct conn *c, struct batch *b)
 	}
 	take_ready(c);
 	active = c->nact;
-	for (int pass = 0; pass < 2 && active > 0 && b->total < budget; pass++) {
-		size_t share = (budget - b->total) / (size_t)active;
-		int seen = 0;
-		for (struct outchan *oc = c->act_head;
-		     oc != NULL && b->total < budget && !batch_full(b); oc = oc->act_next) {
-			gather_chan(b, oc, pass == 0 ? share : budget - b->total, budget - b->total,
-			            now, pass == 0);
-			note_want_blocked(c, oc);
-			seen++;
-		}
-		if (pass == 0) {
-			visited = seen;
-		}
+	if (active == 0) {
+		return;
+	}
+	size_t share = (budget - b->total) / (size_t)active;
+	struct outchan *oc = c->act_head;
+	for (; oc != NULL && b->total < budget && !batch_full(b); oc = oc->act_next) {
+		prefetch_ahead(oc);
+		gather_chan(b, oc, b->ntook, share, budget - b->total, now);
+		note_want_blocked(c, oc);
+		visited++;
+	}
+	/* every channel had its share and room is left: what the batch can
+	 * still take goes to those that gave something (the others had nothing
+	 * or no credit) */
+	for (int k = 0; oc == NULL && k < b->ntook && b->total < budget; k++) {
+		gather_chan(b, b->took[k], k, budget - b->total, budget - b->total, now);
+		note_want_blocked(c, b->took[k]);
 	}
 	/* round robin: the channels this batch looked at go to the back, so
 	 * the next batch starts with those it could not reach; those it
@@ -549,7 +561,7 @@ settle(struct conn *c, struct batch *b, size_t written)
 	size_t written_ch[TOOK_MAX] = {0};
 
 	/* conn->out is the batch's first segment, if any; the rest are rings */
-	if (b->n > 0 && b->chan[0] == NULL) {
+	if (b->n > 0 && b->took_at[0] < 0) {
 		size_t out_done = written < b->iov[0].iov_len ? written : b->iov[0].iov_len;
 		memmove(c->out, c->out + out_done, c->out_len - out_done);
 		c->out_len -= out_done;
@@ -557,14 +569,10 @@ settle(struct conn *c, struct batch *b, size_t written)
 	}
 	for (int i = 0; i < b->n && written > 0; i++) {
 		size_t w = written < b->iov[i].iov_len ? written : b->iov[i].iov_len;
-		if (b->chan[i] == NULL) {
+		if (b->took_at[i] < 0) {
 			continue;
 		}
-		for (int k = 0; k < b->ntook; k++) {
-			if (b->took[k] == b->chan[i]) {
-				written_ch[k] += w;
-			}
-		}
+		written_ch[b->took_at[i]] += w;
 		written -= w;
 	}
 	uint64_t now = b->ntook > 0 ? clock_ms() : 0;

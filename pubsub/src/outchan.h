@@ -111,50 +111,56 @@ struct outchan {
 	void *arg;
 	const char *label;
 
-	struct ring ring;         /* empty (cap 0) until the first message */
-	_Atomic int64_t credit;   /* bytes the receiver still accepts */
-	atomic_int broken;        /* enum outchan_broken */
-	atomic_bool detached;     /* no longer routed: the session closes it */
-	atomic_bool blocked_sent; /* a BLOCKED report went out since the last credit */
-	bool want_blocked;        /* consumer: data waits for credit, tell the peer */
-	bool retain;              /* reliable: frames are kept until consumed */
-	_Atomic size_t sent;      /* written, kept until acknowledged (reliable) */
-	uint64_t acked;           /* I/O thread: bytes the peer reported consumed */
-	uint64_t freed;           /* I/O thread: bytes released from the ring */
+	/*
+	 * The fields are grouped by who writes them, so that a flush walking
+	 * many channels does not find the lines it reads taken away by the
+	 * producers' per-message writes (what a line holds still depends on
+	 * where the allocation starts).
+	 *
+	 * The connection's, under flush_lock: its list of channels with data
+	 * to send, and its list of channels that keep written frames until
+	 * acknowledged.
+	 */
+	bool retain; /* reliable: frames are kept until consumed */
+	bool on_act, on_kept, on_blocked;
+	bool want_blocked; /* data waits for credit, tell the peer */
+	bool on_grown;     /* on its list of channels whose rings grew (to give back when idle) */
+	bool on_credited;  /* I/O thread: listed for a CREDIT's release (ack_due) */
+	struct outchan *act_next, *act_prev;
+	struct outchan *kept_next, *kept_prev;
+	/* I/O thread: the consumed total of a CREDIT not yet released */
+	uint64_t ack_due;
+	uint64_t acked;                   /* I/O thread: bytes the peer reported consumed */
+	uint64_t freed;                   /* I/O thread: bytes released from the ring */
+	uint64_t rate_t0_ms, rate_acked0; /* I/O thread: where the rate's measure started */
 
-	uint64_t last_seq;                 /* producer: the last sequence number queued */
-	struct outchan_jumps *jumps;       /* producer: NULL until the first gap */
-	_Atomic uint64_t starved_since_ms; /* since when data waits on the peer, or 0 */
-	_Atomic uint64_t last_ack_ms;      /* when the peer last reported progress */
-	_Atomic uint64_t last_write_ms;    /* when the socket last took this channel's data */
-	_Atomic uint64_t rate_Bps;         /* consumed bytes a second, over the last second */
-	uint64_t rate_t0_ms, rate_acked0;  /* I/O thread: where that measure started */
+	struct ring ring; /* empty (cap 0) until the first message */
 
-	/* producer-side counters: one writer at a time, read by any thread */
+	/* the producer's, written per message: counters read by any thread */
 	_Atomic uint64_t messages, bytes, dropped;
-
+	uint64_t last_seq;           /* the last sequence number queued */
+	struct outchan_jumps *jumps; /* NULL until the first gap */
 	/* Listing: a channel with unsent frames is on its connection's list
 	 * (or pushed on `ready` for it), so that a flush looks at the channels
 	 * with data, not at every channel. `listed` is set by whoever lists
 	 * it and cleared only by the connection, under flush_lock, when the
 	 * channel has nothing left to send. */
+	atomic_bool listed;
+	bool fwd_open; /* producer: a forwarded chunked message is open */
+	/* both sides, rarely written (here to fill the line's gap) */
+	atomic_bool detached;     /* no longer routed: the session closes it */
+	atomic_bool blocked_sent; /* a BLOCKED report went out since the last credit */
+	atomic_int broken;        /* enum outchan_broken */
 	struct outchan_ready *ready;
 	struct outchan *ready_next;
-	/* the connection's, under flush_lock: its list of channels with data
-	 * to send, and its list of channels that keep written frames until
-	 * acknowledged */
-	struct outchan *act_next, *act_prev;
-	struct outchan *kept_next, *kept_prev;
-	/* I/O thread: the consumed total of a CREDIT not yet released (and
-	 * below, whether the connection lists the channel for that) */
-	uint64_t ack_due;
-	atomic_bool listed;
-	bool on_act, on_kept, on_blocked;
-	bool on_credited;
-	bool fwd_open; /* producer: a forwarded chunked message is open */
-	/* the connection's, under flush_lock: on its list of channels whose
-	 * rings grew (to give back when idle) */
-	bool on_grown;
+
+	/* both sides */
+	_Atomic int64_t credit;            /* bytes the receiver still accepts */
+	_Atomic size_t sent;               /* written, kept until acknowledged (reliable) */
+	_Atomic uint64_t starved_since_ms; /* since when data waits on the peer, or 0 */
+	_Atomic uint64_t last_ack_ms;      /* when the peer last reported progress */
+	_Atomic uint64_t last_write_ms;    /* when the socket last took this channel's data */
+	_Atomic uint64_t rate_Bps;         /* consumed bytes a second, over the last second */
 };
 
 int outchan_new(struct outchan **out, const struct outchan_params *p);
@@ -164,6 +170,32 @@ static inline size_t
 outchan_unsent(struct outchan *oc)
 {
 	return ring_used(&oc->ring) - atomic_load_explicit(&oc->sent, memory_order_relaxed);
+}
+
+/*
+ * A flush walks channels that producers on other cores have just written:
+ * each one's positions and first frame are cache misses, taken one after
+ * another. A walk asks for them a step or two ahead (outchan_prefetch_state,
+ * then outchan_prefetch_data once that has arrived) so they overlap.
+ */
+static inline void
+outchan_prefetch_state(const struct outchan *oc)
+{
+	__builtin_prefetch(&oc->act_next);
+	__builtin_prefetch(&oc->ring.head);
+	__builtin_prefetch(&oc->ring.tail);
+	__builtin_prefetch(&oc->sent);
+}
+
+static inline void
+outchan_prefetch_data(const struct outchan *oc)
+{
+	size_t at = atomic_load_explicit(&oc->ring.head, memory_order_relaxed) +
+	            atomic_load_explicit(&oc->sent, memory_order_relaxed);
+
+	if (oc->ring.cap > 0) {
+		__builtin_prefetch(oc->ring.buf + (at & (oc->ring.cap - 1)));
+	}
 }
 
 /* ---- producer ---- */
