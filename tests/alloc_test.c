@@ -69,8 +69,10 @@ on_msg(void *arg, const tern_msg *m)
 }
 #endif
 
+/* burst: messages published before a pull subscriber takes them (1: each
+ * is taken at once) */
 static void
-run(bool low_latency, bool pull, long keys)
+run(bool low_latency, bool pull, long keys, long burst)
 {
 #ifndef TERN_TEST_SANITIZED
 	tern_config cfg;
@@ -108,7 +110,7 @@ run(bool low_latency, bool pull, long keys)
 		for (long i = 0; i < n; i++) {
 			memcpy(payload, &i, sizeof(i));
 			assert_int_equal(tern_publish(pubs[i % keys], payload, sizeof(payload)), 0);
-			if (pull) {
+			for (long r = 0; pull && (i + 1) % burst == 0 && r < burst; r++) {
 				assert_int_equal(tern_sub_recv(sub, &m, 5000), 0);
 			}
 		}
@@ -142,6 +144,7 @@ run(bool low_latency, bool pull, long keys)
 	(void)low_latency;
 	(void)pull;
 	(void)keys;
+	(void)burst;
 	skip();
 #endif
 }
@@ -150,21 +153,21 @@ static void
 test_batched_callback(void **state)
 {
 	(void)state;
-	run(false, false, 1);
+	run(false, false, 1, 1);
 }
 
 static void
 test_lowlat_callback(void **state)
 {
 	(void)state;
-	run(true, false, 1);
+	run(true, false, 1, 1);
 }
 
 static void
 test_batched_pull(void **state)
 {
 	(void)state;
-	run(false, true, 1);
+	run(false, true, 1, 1);
 }
 
 /* Many keys round-robin: each message on its own channel, touching a
@@ -173,7 +176,17 @@ static void
 test_batched_many_keys(void **state)
 {
 	(void)state;
-	run(false, false, 2000);
+	run(false, false, 2000, 1);
+}
+
+/* Many keys and a pull subscriber behind: bursts that fill its queue, so
+ * that channels keep frames aside until it takes them (a backlog each),
+ * burst after burst. */
+static void
+test_batched_many_keys_behind(void **state)
+{
+	(void)state;
+	run(false, true, 2000, 25000);
 }
 
 int
@@ -184,6 +197,7 @@ main(void)
 	    cmocka_unit_test(test_lowlat_callback),
 	    cmocka_unit_test(test_batched_pull),
 	    cmocka_unit_test(test_batched_many_keys),
+	    cmocka_unit_test(test_batched_many_keys_behind),
 	};
 	return cmocka_run_group_tests_name("alloc", tests, NULL, NULL);
 }

@@ -955,6 +955,7 @@ conn_free(struct conn *c)
 	free(c->dirty);
 	free(c->credited);
 	free(c->stalled);
+	free(c->spare);
 	tls_conn_free(c->tls);
 	close(c->fd);
 	pthread_mutex_destroy(&c->wlock);
@@ -1182,6 +1183,7 @@ conn_close_inchan(struct conn *c, struct inchan *in)
 {
 	list_remove(c->stalled, &c->nstalled, in, &in->on_stalled);
 	list_remove(c->dirty, &c->ndirty, in, &in->on_dirty);
+	list_remove(c->spare, &c->nspare, in, &in->on_spare);
 	idtab_del(&c->ins, in->id);
 	inchan_free(in, &c->reasm_budget);
 }
@@ -1238,6 +1240,17 @@ limits(struct conn *c)
 	return lim;
 }
 
+/* A backlog emptied: its buffer waits on the spare list for the next stall
+ * (shrink_backlogs gives it back once unused for a while). Without memory
+ * for the list it goes back at once. */
+static void
+note_spare(struct conn *c, struct inchan *in)
+{
+	if (!list_add(&c->spare, &c->nspare, &c->spare_cap, in, &in->on_spare)) {
+		inchan_backlog_release(in);
+	}
+}
+
 bool
 conn_retry_stalled(struct conn *c)
 {
@@ -1264,6 +1277,7 @@ conn_retry_stalled(struct conn *c)
 		}
 		in->on_stalled = false;
 		c->stalled[i] = c->stalled[--c->nstalled];
+		note_spare(c, in);
 		progress = true;
 	}
 	flush_acks(c);
@@ -1289,8 +1303,11 @@ on_data(struct conn *c, const struct wire_frame *f, size_t hlen, const uint8_t *
 	}
 	rc = inchan_receive(in, f, hlen, payload, &lim);
 	note_ack(c, in);
-	if (rc == 0 && !list_add(&c->stalled, &c->nstalled, &c->stalled_cap, in, &in->on_stalled)) {
-		return tern__error(TERN_ENOMEM, "no memory to hold a stalled channel");
+	if (rc == 0) {
+		c->stalled_since_look = true;
+		if (!list_add(&c->stalled, &c->nstalled, &c->stalled_cap, in, &in->on_stalled)) {
+			return tern__error(TERN_ENOMEM, "no memory to hold a stalled channel");
+		}
 	}
 	return rc < 0 ? rc : 0;
 }
@@ -1938,6 +1955,37 @@ shrink_rings(struct conn *c, uint64_t now)
 	return gave;
 }
 
+/* Emptied backlogs keep their buffers while the connection's channels keep
+ * stalling (a subscriber that falls behind again and again would otherwise
+ * allocate at each stall), and give them all back at the first look, looks
+ * SHRINK_AFTER_MS apart, that finds none stalled since the last: an idle
+ * channel holds none. True if one went back. */
+static bool
+shrink_backlogs(struct conn *c, uint64_t now)
+{
+	bool gave = false;
+
+	if (clock_since(now, c->spare_look_ms) < SHRINK_AFTER_MS) {
+		return false;
+	}
+	c->spare_look_ms = now;
+	if (c->stalled_since_look || c->nstalled > 0) {
+		c->stalled_since_look = false;
+		return false;
+	}
+	for (uint32_t i = 0; i < c->nspare; i++) {
+		gave |= inchan_backlog_release(c->spare[i]);
+		c->spare[i]->on_spare = false;
+	}
+	c->nspare = 0;
+	if (c->spare_cap > LIST_KEEP) {
+		free(c->spare);
+		c->spare = NULL;
+		c->spare_cap = 0;
+	}
+	return gave;
+}
+
 /*
  * A read buffer, conn->out or a list grown for a burst goes back to its
  * first size once, for SHRINK_AFTER_MS, the reads and writes have fit a
@@ -1955,6 +2003,7 @@ shrink_buffers(struct conn *c, uint64_t now)
 
 	c->shrink_look_ms = now;
 	gave |= shrink_rings(c, now);
+	gave |= shrink_backlogs(c, now);
 	if (c->rpeak >= c->rcap / 4) {
 		c->rbig_ms = now;
 	} else if (c->rcap > READ_INITIAL && c->rlen <= READ_INITIAL &&
@@ -2054,7 +2103,8 @@ conn_next_timer(struct conn *c, bool exact)
 		prune_kept(c);
 	}
 	bool held = c->act_head != NULL || c->kept_head != NULL;
-	bool grown = c->ngrown > 0 || c->out_cap > OUT_INITIAL || c->rcap > READ_INITIAL;
+	bool grown =
+	    c->ngrown > 0 || c->nspare > 0 || c->out_cap > OUT_INITIAL || c->rcap > READ_INITIAL;
 	pthread_mutex_unlock(&c->wlock);
 	if (held) {
 		uint64_t slow = c->slow_check_ms + cfg->slow_consumer_ms / 8;

@@ -167,6 +167,10 @@ struct conn {
 	uint64_t credited_ms;    /* when the last of them came */
 	struct inchan **stalled; /* channels with a backlog */
 	uint32_t nstalled, stalled_cap;
+	struct inchan **spare; /* channels keeping an emptied backlog's buffer */
+	uint32_t nspare, spare_cap;
+	uint64_t spare_look_ms;  /* when shrink_backlogs last looked at them */
+	bool stalled_since_look; /* a channel stalled since then */
 
 	uint8_t *rbuf;
 	size_t rlen, rcap, rmax;

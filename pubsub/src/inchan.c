@@ -267,11 +267,23 @@ inchan_retry(struct inchan *in, const struct inchan_limits *lim)
 	}
 	in->boff = in->blen = 0;
 	in->stalled = false;
-	/* empty again: the memory goes back (a stall is not per message) */
+	/* empty again: the buffer is kept for the next stall (a subscriber a
+	 * little behind stalls again and again, and an allocation each time
+	 * would be one on the path of its messages); inchan_backlog_release
+	 * gives it back once it has gone unused a while */
+	return 1;
+}
+
+bool
+inchan_backlog_release(struct inchan *in)
+{
+	if (in->backlog == NULL || in->blen > 0) {
+		return false;
+	}
 	free(in->backlog);
 	in->backlog = NULL;
 	in->bcap = 0;
-	return 1;
+	return true;
 }
 
 /*

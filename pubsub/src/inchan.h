@@ -84,8 +84,9 @@ struct inchan {
 	 * report): weigh it at the next acknowledgement that has */
 	bool blocked_unweighed;
 	/* the connection's: on its list of channels to acknowledge, of
-	 * channels with a backlog */
-	bool on_dirty, on_stalled;
+	 * channels with a backlog, of channels keeping an emptied backlog's
+	 * buffer */
+	bool on_dirty, on_stalled, on_spare;
 };
 
 /* Limits a frame is held to: the node's max_message_bytes, and what the
@@ -108,8 +109,11 @@ void inchan_free(struct inchan *in, uint64_t *budget);
 int inchan_receive(struct inchan *in, const struct wire_frame *f, size_t hlen,
                    const uint8_t *payload, const struct inchan_limits *lim);
 /* Offer the backlog again: 1 once it is empty, 0 if it must wait still,
- * or a negative error. */
+ * or a negative error. An emptied backlog keeps its buffer for the next
+ * stall: inchan_backlog_release gives it back. */
 int inchan_retry(struct inchan *in, const struct inchan_limits *lim);
+/* Free the backlog's buffer if it holds nothing: true if it did. */
+bool inchan_backlog_release(struct inchan *in);
 
 /* The sender reports it ran out of credit: grow the window if the link
  * needs it (rtt_us: the connection's round trip; floor: see credit.h).
