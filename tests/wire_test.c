@@ -254,6 +254,73 @@ test_header_corrupt(void **state)
 	assert_int_equal(wire_header_decode(buf, n, 100, &g, &hlen), TERN_EPROTO);
 }
 
+/* The inline decoder agrees with the full one on every header of up to
+ * five bytes, and on headers of every other length cut at every length:
+ * same result, and the same frame where both decode one. */
+static void
+agree(const uint8_t *buf, size_t len, uint64_t max)
+{
+	struct wire_frame a, b;
+	size_t ha = 0, hb = 0;
+	int ra = wire_header_decode_fast(buf, len, max, &a, &ha);
+	int rb = wire_header_decode(buf, len, max, &b, &hb);
+
+	assert_int_equal(ra, rb);
+	if (ra == 1) {
+		assert_int_equal(ha, hb);
+		assert_int_equal(a.type, b.type);
+		assert_int_equal(a.flags, b.flags);
+		assert_int_equal(a.channel, b.channel);
+		assert_int_equal(a.len, b.len);
+		assert_int_equal(a.seq, b.seq);
+		assert_int_equal(a.total, b.total);
+		assert_int_equal(a.stamp, b.stamp);
+	}
+}
+
+static void
+test_header_fast_agrees(void **state)
+{
+	static const uint8_t bytes[] = {0x00, 0x01, 0x7f, 0x80, 0x81, 0xff, 0x02, 0x40, 0x10};
+	const size_t nb = sizeof(bytes);
+	uint8_t buf[WIRE_HDR_MAX + 8];
+	(void)state;
+
+	/* every first byte; four more from a set that covers each varint case */
+	for (int t = 0; t < 256; t++) {
+		for (size_t i = 0; i < nb * nb * nb * nb; i++) {
+			size_t k = i;
+			buf[0] = (uint8_t)t;
+			for (int j = 1; j <= 4; j++, k /= nb) {
+				buf[j] = bytes[k % nb];
+			}
+			for (size_t len = 0; len <= 5; len++) {
+				agree(buf, len, 100);
+				agree(buf, len, UINT64_MAX);
+			}
+		}
+	}
+	/* encoded headers of every shape, whole and cut short */
+	static const uint64_t channels[] = {0, 1, 127, 128, 16383, 16384, WIRE_CHANNEL_MAX};
+	static const uint64_t lens[] = {0, 1, 127, 128, 16383, 16384, 100000};
+	for (size_t c = 0; c < sizeof(channels) / sizeof(channels[0]); c++) {
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			for (int flags = 0; flags < 2; flags++) {
+				struct wire_frame f = {.type = WIRE_DATA,
+				                       .flags = flags ? WIRE_FLAG_SEQ : 0,
+				                       .channel = channels[c],
+				                       .seq = 300,
+				                       .len = lens[l]};
+				size_t n = wire_header_encode(buf, &f);
+				memset(buf + n, 0xab, sizeof(buf) - n);
+				for (size_t len = 0; len <= sizeof(buf); len++) {
+					agree(buf, len, 20000);
+				}
+			}
+		}
+	}
+}
+
 static struct ctl_str
 S(const char *s) {
 	struct ctl_str r = {s, strlen(s)};
@@ -627,6 +694,7 @@ main(void)
 	    cmocka_unit_test(test_small_message_overhead),
 	    cmocka_unit_test(test_header_lengths),
 	    cmocka_unit_test(test_header_corrupt),
+	    cmocka_unit_test(test_header_fast_agrees),
 	    cmocka_unit_test(test_control_roundtrip),
 	    cmocka_unit_test(test_control_truncated),
 	    cmocka_unit_test(test_control_corrupted),

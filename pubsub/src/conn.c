@@ -1251,35 +1251,51 @@ note_spare(struct conn *c, struct inchan *in)
 	}
 }
 
+/* How far ahead a walk over the stalled channels asks for their backlogs
+ * (and twice as far for their state): a retry is short, a miss is not. */
+#define STALLED_AHEAD 4
+
 bool
 conn_retry_stalled(struct conn *c)
 {
 	struct inchan_limits lim = limits(c);
 	bool progress = false;
 
-	/* a dead connection's backlog is still delivered: it was received */
-	for (uint32_t i = 0; i < c->nstalled;) {
+	uint32_t n = c->nstalled, keep = 0;
+
+	/* a dead connection's backlog is still delivered: it was received; the
+	 * list is walked in order (those still stalled move up), so that what
+	 * is asked for ahead is what comes next */
+	for (uint32_t i = 0; i < n; i++) {
 		struct inchan *in = c->stalled[i];
+		if (i + 2 * STALLED_AHEAD < n) {
+			inchan_prefetch_state(c->stalled[i + 2 * STALLED_AHEAD]);
+		}
+		if (i + STALLED_AHEAD < n) {
+			inchan_prefetch_backlog(c->stalled[i + STALLED_AHEAD]);
+		}
 		int rc = inchan_retry(in, &lim);
 		note_ack(c, in);
 		if (rc < 0) {
 			conn_fail(c, tern_last_error());
-			for (uint32_t k = 0; k < c->nstalled; k++) {
-				c->stalled[k]->on_stalled = false;
+			for (uint32_t k = 0; k < n; k++) {
+				if (k < keep || k >= i) {
+					c->stalled[k]->on_stalled = false;
+				}
 			}
-			c->nstalled = 0;
+			keep = 0;
 			progress = true;
 			break;
 		}
 		if (rc == 0) {
-			i++;
+			c->stalled[keep++] = in;
 			continue;
 		}
 		in->on_stalled = false;
-		c->stalled[i] = c->stalled[--c->nstalled];
 		note_spare(c, in);
 		progress = true;
 	}
+	c->nstalled = keep;
 	flush_acks(c);
 	return progress;
 }

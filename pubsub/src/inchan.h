@@ -115,6 +115,24 @@ int inchan_retry(struct inchan *in, const struct inchan_limits *lim);
 /* Free the backlog's buffer if it holds nothing: true if it did. */
 bool inchan_backlog_release(struct inchan *in);
 
+/* For a walk over many stalled channels: ask for a channel's state, then,
+ * once that has arrived, for the head of its backlog, a step or two before
+ * inchan_retry reads them, so that the cache misses overlap. */
+static inline void
+inchan_prefetch_state(const struct inchan *in)
+{
+	__builtin_prefetch(&in->backlog);
+	__builtin_prefetch(&in->boff);
+}
+
+static inline void
+inchan_prefetch_backlog(const struct inchan *in)
+{
+	if (in->backlog != NULL) {
+		__builtin_prefetch(in->backlog + in->boff);
+	}
+}
+
 /* The sender reports it ran out of credit: grow the window if the link
  * needs it (rtt_us: the connection's round trip; floor: see credit.h).
  * A report that cannot be weighed yet sets blocked_unweighed: call again

@@ -73,32 +73,50 @@ void wire_header_explain(const uint8_t *p, size_t len, uint64_t max_payload, cha
                          size_t why_len);
 
 /*
+ * A varint of one or two bytes at p[*pos] (p holds at least *pos + 2
+ * bytes), as wire_varint_decode reads it: false for a longer one.
+ */
+static inline bool
+wire_varint2(const uint8_t *p, size_t *pos, uint64_t *v)
+{
+	uint64_t b0 = p[*pos];
+
+	if (b0 < 0x80) {
+		*v = b0;
+		*pos += 1;
+		return true;
+	}
+	if (p[*pos + 1] < 0x80) {
+		*v = (b0 & 0x7f) | ((uint64_t)p[*pos + 1] << 7);
+		*pos += 2;
+		return true;
+	}
+	return false;
+}
+
+/*
  * The same, with the common case inline: a data frame without flags on a
- * channel below 128 with a payload below 16 KiB, the header of nearly
- * every small message. Anything else goes to wire_header_decode.
+ * channel below 16,384 with a payload below 16 KiB, the header of nearly
+ * every small message (many keys: channel numbers past 127 take a second
+ * byte). Anything else goes to wire_header_decode.
  */
 static inline int
 wire_header_decode_fast(const uint8_t *p, size_t len, uint64_t max_payload, struct wire_frame *f,
                         size_t *hdr_len)
 {
-	if (len >= 4 && p[0] == WIRE_DATA && p[1] < 0x80) {
-		uint64_t n = p[2];
-		size_t h = 3;
-		bool whole = n < 0x80;
-		if (!whole && p[3] < 0x80) {
-			n = (n & 0x7f) | ((uint64_t)p[3] << 7);
-			h = 4;
-			whole = true;
-		}
-		if (whole && n <= max_payload) {
-			f->type = WIRE_DATA;
-			f->flags = 0;
-			f->channel = p[1];
-			f->seq = f->total = f->stamp = 0;
-			f->len = n;
-			*hdr_len = h;
-			return 1;
-		}
+	size_t h = 1;
+	uint64_t ch, n;
+
+	/* five bytes: the longest header read here, whatever it turns out to be */
+	if (len >= 5 && p[0] == WIRE_DATA && wire_varint2(p, &h, &ch) && wire_varint2(p, &h, &n) &&
+	    n <= max_payload) {
+		f->type = WIRE_DATA;
+		f->flags = 0;
+		f->channel = ch;
+		f->seq = f->total = f->stamp = 0;
+		f->len = n;
+		*hdr_len = h;
+		return 1;
 	}
 	return wire_header_decode(p, len, max_payload, f, hdr_len);
 }
