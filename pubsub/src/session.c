@@ -28,6 +28,13 @@
 #define WAIT_RECHECK_MS 20 /* a publisher waiting for room looks again this often */
 #define DYING_MAX       4
 #define STAMP_EVERY_US  1000 /* a publisher stamps about one message this often */
+/* ... and a node at most this many messages a millisecond in all, so that
+ * ten thousand keys cost no more clock reads, bytes and histogram entries
+ * than a few (docs/PROTOCOL.md, "Publish stamps") */
+#define STAMPS_PER_MS 32
+/* how many messages a key lets go by, at most, between two looks at the
+ * clock while the node's stamps are spent */
+#define STAMP_GAP_MAX 4096
 
 /* A peer's DENY of a local subscriber or publisher (TERN_EACCES), or a
  * channel to a peer that wants a reliable publisher's key that could not
@@ -195,6 +202,10 @@ struct session {
 	_Atomic uint64_t undelivered;
 	/* messages that arrived on channels the acl refused, dropped */
 	_Atomic uint64_t refused_in;
+	/* publishers, any thread: the millisecond (of the wall clock) whose
+	 * stamps are being counted, and how many it has given (stamp_take) */
+	_Atomic uint64_t stamp_ms;
+	atomic_uint stamps_used;
 };
 
 #define COUNT(var, n)                                                                              \
@@ -2399,13 +2410,31 @@ publish_remote(struct src *src, uint64_t seq, uint64_t stamp, const uint8_t *dat
 	return rc;
 }
 
+/* One of the node's stamps for the millisecond of now_us, if any is left.
+ * Approximate across threads (two may both start a new millisecond), and
+ * only a counter that is read, not written, once the stamps are spent. */
+static bool
+stamp_take(struct session *s, uint64_t now_us)
+{
+	uint64_t ms = now_us / 1000, cur = atomic_load_explicit(&s->stamp_ms, memory_order_relaxed);
+
+	if (cur != ms && atomic_compare_exchange_strong_explicit(
+	                     &s->stamp_ms, &cur, ms, memory_order_relaxed, memory_order_relaxed)) {
+		atomic_store_explicit(&s->stamps_used, 0, memory_order_relaxed);
+	}
+	return atomic_load_explicit(&s->stamps_used, memory_order_relaxed) < STAMPS_PER_MS &&
+	       atomic_fetch_add_explicit(&s->stamps_used, 1, memory_order_relaxed) < STAMPS_PER_MS;
+}
+
 /*
  * The publish stamp of this message, or 0: about one message a millisecond
  * carries one (docs/PROTOCOL.md, WIRE_FLAG_STAMP), so the cost in bytes and
  * clock reads stays small at any rate. The clock is read only when a
  * millisecond's worth of messages may have gone by: after a stamp, 7/8 of
  * the messages the last millisecond had, then half as many again each time
- * it was too early. Under send_lock.
+ * it was too early. A key due a stamp when the node has given its
+ * STAMPS_PER_MS for this millisecond looks again after twice as many
+ * messages as the last time. Under send_lock.
  */
 static uint64_t
 stamp_due(struct src *src)
@@ -2421,6 +2450,12 @@ stamp_due(struct src *src)
 	now = clock_wall_us();
 	if (now >= l->stamp_last_us && now - l->stamp_last_us < STAMP_EVERY_US) {
 		l->stamp_gap = l->stamp_gap > 1 ? l->stamp_gap / 2 : 1;
+		l->stamp_left = l->stamp_gap;
+		return 0;
+	}
+	if (!stamp_take(src->session, now)) {
+		l->stamp_gap =
+		    l->stamp_gap < STAMP_GAP_MAX / 2 ? 2 * l->stamp_gap + 1 : STAMP_GAP_MAX;
 		l->stamp_left = l->stamp_gap;
 		return 0;
 	}
