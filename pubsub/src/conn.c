@@ -499,7 +499,7 @@ gather(struct conn *c, struct batch *b)
 		b->n = 1;
 		b->total = b->iov[0].iov_len;
 	}
-	if (conn_state(c) != CONN_READY || b->total >= budget) {
+	if (conn_state(c) != CONN_READY || b->total >= budget || c->saying_goodbye) {
 		return;
 	}
 	take_ready(c);
@@ -684,6 +684,11 @@ flush_locked(struct conn *c)
 		return false;
 	}
 	atomic_store(&c->pending, 0);
+	if (c->write_closed) {
+		c->out_len = 0; /* acknowledgements for a peer that is told to go */
+		set_epollout(c, false);
+		return false;
+	}
 	for (;;) {
 		struct msghdr mh = {0};
 		tell_blocked(c); /* before gathering: it appends to conn->out */
@@ -694,6 +699,10 @@ flush_locked(struct conn *c)
 		if (b.total == 0) {
 			set_epollout(c, false);
 			shrink_out(c);
+			if (c->saying_goodbye) {
+				shutdown(c->fd, SHUT_WR);
+				c->write_closed = true;
+			}
 			return wrote;
 		}
 		if (c->tls != NULL) {
@@ -736,6 +745,20 @@ conn_flush(struct conn *c)
 	bool wrote = flush_locked(c);
 	pthread_mutex_unlock(&c->wlock);
 	return wrote;
+}
+
+void
+conn_say_goodbye(struct conn *c, const char *reason)
+{
+	struct ctl_msg m = {.type = CTL_GOODBYE};
+
+	m.u.reason.p = reason;
+	m.u.reason.len = strlen(reason);
+	conn_send_ctl(c, &m);
+	pthread_mutex_lock(&c->wlock);
+	c->saying_goodbye = true;
+	flush_locked(c);
+	pthread_mutex_unlock(&c->wlock);
 }
 
 bool

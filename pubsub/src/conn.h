@@ -100,7 +100,11 @@ struct conn {
 	 * a client knows its SCOPEs are answered when every SYNC it sent has
 	 * come back */
 	uint32_t syncs_out, syncs_in;
-	bool said_goodbye;  /* the peer left on purpose: nothing to resume */
+	bool said_goodbye; /* the peer left on purpose: nothing to resume */
+	/* under wlock: this side said goodbye (nothing but control goes out
+	 * after it), and half-closed once that was written (then nothing at
+	 * all: conn_say_goodbye) */
+	bool saying_goodbye, write_closed;
 	atomic_bool kill;   /* dropped as a slow consumer: nothing to resume */
 	uint32_t batch_max; /* largest write */
 	uint64_t peer_max_message;
@@ -236,6 +240,12 @@ uint64_t conn_local_stamp(const struct conn *c, uint64_t peer_stamp_us);
 bool conn_flush(struct conn *c);
 /* The same unless another thread is writing (then that one writes it). */
 bool conn_try_flush(struct conn *c);
+/* This node is closing: send GOODBYE with reason, and half-close the
+ * connection once it is written. Nothing is written after it, so the peer
+ * reads the goodbye before it can find the connection ended (a write
+ * after the half-close would fail, and the close that follows could reach
+ * the peer first): what it sends meanwhile is still read. I/O thread. */
+void conn_say_goodbye(struct conn *c, const char *reason);
 /* Data frames wait to be written: with batching.max_delay_us, the hold
  * starts now unless data was already waiting. */
 void conn_data_pending(struct conn *c);

@@ -1358,20 +1358,15 @@ static int
 do_goodbye(void *arg)
 {
 	struct loop *l = arg;
-	struct ctl_msg m = {.type = CTL_GOODBYE};
 
-	m.u.reason.p = "node closing";
-	m.u.reason.len = strlen(m.u.reason.p);
 	l->closing = true;
 	for (struct peer *p = l->peers; p != NULL; p = p->next) {
 		struct conn *c = p->conn;
 		if (conn_state(c) == CONN_READY) {
-			conn_send_ctl(c, &m);
-			conn_flush(c);
 			/* Half-close and wait for the peer to hang up: closing with
 			 * its credit grants unread would reset the connection and
 			 * could discard data the peer has received but not read. */
-			shutdown(c->fd, SHUT_WR);
+			conn_say_goodbye(c, "node closing");
 		} else {
 			conn_fail(c, "node closing");
 		}
