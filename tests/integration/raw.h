@@ -63,6 +63,18 @@ raw_send(struct raw *r, const struct ctl_msg *m)
 	assert_int_equal(write(r->fd, buf, h + (size_t)n), (ssize_t)(h + (size_t)n));
 }
 
+/* Send one data frame on channel ch whose payload is value. */
+static inline void
+raw_data(struct raw *x, uint64_t ch, int value)
+{
+	uint8_t buf[WIRE_HDR_MAX + sizeof(value)];
+	struct wire_frame f = {.type = WIRE_DATA, .channel = ch, .len = sizeof(value)};
+	size_t h = wire_header_encode(buf, &f);
+
+	memcpy(buf + h, &value, sizeof(value));
+	assert_int_equal(write(x->fd, buf, h + sizeof(value)), (ssize_t)(h + sizeof(value)));
+}
+
 /* Connect to a node as a router (or a peer) named id: preamble, HELLO,
  * SYNC. */
 static inline void

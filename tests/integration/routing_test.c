@@ -29,18 +29,6 @@
 
 #define WAIT_MS NODES_WAIT_MS
 
-/* x sends a message on its open channel ch. */
-static void
-raw_data(struct raw *x, uint64_t ch, int value)
-{
-	uint8_t buf[WIRE_HDR_MAX + sizeof(value)];
-	struct wire_frame f = {.type = WIRE_DATA, .channel = ch, .len = sizeof(value)};
-	size_t h = wire_header_encode(buf, &f);
-
-	memcpy(buf + h, &value, sizeof(value));
-	assert_int_equal(write(x->fd, buf, h + sizeof(value)), (ssize_t)(h + sizeof(value)));
-}
-
 /* x opens channel ch for key, as publisher "xp" in its life ch, and sends
  * one message. */
 static void
